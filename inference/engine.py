@@ -1,0 +1,264 @@
+"""The Engine: batch-1 streaming generation from a Hugging Face checkpoint.
+
+`Engine.from_pretrained(path, device=..., dtype=...)` loads config, tokenizer and weights and
+picks a runner (the CUDA fast path on a GPU, else the reference forward). `generate(prompt,
+params)` yields `TokenEvent`s as tokens arrive and ends with one `FinishEvent` carrying the stats.
+
+The decode loop never makes the device wait for the host: each step's token is copied to pinned
+host memory asynchronously and read `LAG` steps later, so stop conditions (EOS ids, stop strings,
+max_tokens, cancellation) are seen a few steps late and the overshoot is simply discarded. One
+Engine serves one request at a time; callers serialise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator, Protocol
+
+import torch
+
+from .checkpoint import check_model_dir, load_generation_config, load_weights
+from .config import ModelConfig
+from .detokenizer import IncrementalDetokenizer
+from .errors import EngineError, PromptError
+from .hub import resolve_model_path
+from .prompts import Prompt, build_prompt_ids
+from .runner import ReferenceRunner, Runner
+from .sampling import SamplingParams
+from .stops import StopStrings
+from .tokenizer import Tokenizer
+
+LAG = 8  # steps the host may run ahead of the tokens it has read back
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+class Cancel(Protocol):
+    def is_set(self) -> bool: ...
+
+
+@dataclass
+class TokenEvent:
+    token_ids: list[int]
+    text: str  # text delta (may be "" while bytes of a character or a possible stop string are held back)
+    t: float  # time.perf_counter() when the token reached the host
+
+
+@dataclass
+class GenerationStats:
+    prompt_tokens: int
+    generated_tokens: int
+    ttft_ms: float  # request start -> first token on the host (tokenize + prefill + sample)
+    decode_tok_s: float  # tokens after the first / device time between first and last token
+    decode_ms: float
+    finish_reason: str  # "stop" | "length" | "cancelled"
+    seed: int = 0
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class FinishEvent:
+    stats: GenerationStats
+    text: str = ""  # the full generated text (what the TokenEvents' deltas add up to)
+
+
+class Engine:
+    def __init__(self, cfg: ModelConfig, tokenizer: Tokenizer, runner: Runner, eos_ids: tuple[int, ...], info: dict):
+        self.cfg, self.tokenizer, self.runner = cfg, tokenizer, runner
+        self.eos_ids = eos_ids
+        self.info = info
+        self._timer = _DeviceTimer(runner.device)
+
+    @property
+    def max_context(self) -> int:
+        return self.runner.max_context
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None,
+                        fast: bool | None = None, max_context: int | None = None) -> "Engine":
+        """Load a model folder (or a hub id, when a network is there).
+
+        device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
+        bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)).
+        """
+        path = check_model_dir(resolve_model_path(path))
+        device = str(device)
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise EngineError("device 'cuda' requested but no CUDA GPU is available (use --device cpu)")
+        if device not in ("cpu",) and not device.startswith("cuda"):
+            raise EngineError(f"unknown device {device!r} (use 'cpu' or 'cuda')")
+        if dtype is None:
+            dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        elif isinstance(dtype, str):
+            if dtype not in DTYPES:
+                raise EngineError(f"unknown dtype {dtype!r} (use one of {', '.join(DTYPES)})")
+            dtype = DTYPES[dtype]
+
+        cfg = ModelConfig.from_file(path / "config.json")
+        tokenizer = Tokenizer.from_dir(path)
+        gen = load_generation_config(path)
+        eos = gen.get("eos_token_id")
+        eos_list = eos if isinstance(eos, list) else ([] if eos is None else [eos])
+        eos_ids = tuple(dict.fromkeys([*eos_list, *cfg.eos_token_ids, *tokenizer.eos_token_ids]))
+
+        cap = max_context or 32768
+        ctx = min(cfg.max_position_embeddings, cap)
+        weights = load_weights(path, cfg, device=device, dtype=dtype)
+        runner: Runner
+        if device.startswith("cuda") and fast is not False:
+            from .fast.runner import FastRunner  # imports Triton; only on GPU machines
+            runner = FastRunner(cfg, weights, ctx)
+        else:
+            if fast:
+                raise EngineError("the fast path needs device='cuda'")
+            runner = ReferenceRunner(cfg, weights, ctx)
+        info = {
+            "model": path.name,
+            "path": str(path),
+            "model_type": cfg.model_type,
+            "device": str(runner.device),
+            "dtype": str(dtype).removeprefix("torch."),
+            "params": cfg.num_params(),
+            "max_context": ctx,
+            "runner": runner.name,
+            "fast_path": runner.name != "reference",
+            "random_weights": (path / "synth.json").exists(),
+        }
+        return cls(cfg, tokenizer, runner, eos_ids, info)
+
+    def prompt_ids(self, prompt: Prompt | str) -> list[int]:
+        if isinstance(prompt, str):
+            prompt = Prompt.completion(prompt)
+        return build_prompt_ids(prompt, self.tokenizer)
+
+    def check_length(self, n_prompt: int, params: SamplingParams):
+        if n_prompt + params.max_tokens > self.max_context:
+            raise PromptError(
+                f"prompt ({n_prompt} tokens) + max_tokens ({params.max_tokens}) = {n_prompt + params.max_tokens} "
+                f"exceeds the context of {self.max_context} tokens; shorten the prompt or lower max_tokens")
+
+    def generate(self, prompt: Prompt | str, params: SamplingParams | None = None,
+                 cancel: Cancel | None = None) -> Iterator[TokenEvent | FinishEvent]:
+        """Stream a completion. Raises EngineError subclasses before any device work for bad input."""
+        params = params or SamplingParams()
+        t_start = time.perf_counter()
+        ids = self.prompt_ids(prompt)
+        self.check_length(len(ids), params)
+        stop_ids = set() if params.ignore_eos else set(
+            params.stop_token_ids if params.stop_token_ids is not None else self.eos_ids)
+        detok = IncrementalDetokenizer(self.tokenizer)
+        stops = StopStrings(params.stop)
+        timer = self._timer
+        timer.reset(params.max_tokens)
+
+        first = self.runner.start(ids, params)
+        timer.push(first)
+        issued = 1
+        generated, pieces = 0, []
+        finish, stop_string_hit = None, False
+        ttft_ms = None
+        while finish is None:
+            # Keep the device LAG steps ahead of what we read back.
+            while issued < params.max_tokens and issued - generated < LAG and not _is_set(cancel):
+                timer.push(self.runner.step())
+                issued += 1
+            token = timer.pop()
+            generated += 1
+            now = time.perf_counter()
+            if ttft_ms is None:
+                ttft_ms = (now - t_start) * 1000
+            if token in stop_ids:
+                finish = "stop"
+                yield TokenEvent([token], "", now)
+                break
+            text, hit = stops.push(detok.push([token]))
+            pieces.append(text)
+            yield TokenEvent([token], text, now)
+            if hit:
+                finish, stop_string_hit = "stop", True
+            elif generated >= params.max_tokens:
+                finish = "length"
+            elif _is_set(cancel):
+                finish = "cancelled"
+        if not stop_string_hit:
+            # Release what was held back (a partial character, a possible stop-string prefix).
+            text, hit = stops.push(detok.flush())
+            tail = text + ("" if hit else stops.flush())
+            if tail:
+                pieces.append(tail)
+                yield TokenEvent([], tail, time.perf_counter())
+        decode_ms = timer.decode_ms()
+        stats = GenerationStats(
+            prompt_tokens=len(ids),
+            generated_tokens=generated,
+            ttft_ms=round(ttft_ms, 3),
+            decode_tok_s=round((generated - 1) / (decode_ms / 1000), 2) if generated > 1 and decode_ms > 0 else 0.0,
+            decode_ms=round(decode_ms, 3),
+            finish_reason=finish,
+            seed=getattr(self.runner, "seed", 0),
+        )
+        timer.drain()
+        yield FinishEvent(stats, "".join(pieces))
+
+
+def _is_set(cancel: Cancel | None) -> bool:
+    return cancel is not None and cancel.is_set()
+
+
+class _DeviceTimer:
+    """Reads sampled tokens back without stalling the device, and times them on the device.
+
+    CUDA: each token is copied into pinned host memory with a recorded event; `pop` waits only
+    for the oldest one. Decode time is the event time between the first and the last token read.
+    CPU: values are ready at once; host clock.
+    """
+
+    def __init__(self, device: torch.device):
+        self.cuda = torch.device(device).type == "cuda"
+        self.host = torch.zeros(0, dtype=torch.int64)
+        self.queue: deque = deque()
+
+    def reset(self, max_tokens: int):
+        if self.host.numel() < max_tokens:
+            self.host = torch.zeros(max(max_tokens, 1024), dtype=torch.int64, pin_memory=self.cuda)
+        self.queue.clear()
+        self.n_pushed = 0
+        self.first = self.last = None
+
+    def push(self, token: torch.Tensor):
+        i = self.n_pushed
+        self.n_pushed += 1
+        if self.cuda:
+            self.host[i:i + 1].copy_(token, non_blocking=True)
+            ev = torch.cuda.Event(enable_timing=True)
+            ev.record()
+            self.queue.append((i, ev))
+        else:
+            self.host[i] = token[0]
+            self.queue.append((i, time.perf_counter()))
+
+    def pop(self) -> int:
+        i, mark = self.queue.popleft()
+        if self.cuda:
+            mark.synchronize()
+        if self.first is None:
+            self.first = mark
+        self.last = mark
+        return int(self.host[i])
+
+    def decode_ms(self) -> float:
+        if self.first is None or self.first is self.last:
+            return 0.0
+        if self.cuda:
+            return self.first.elapsed_time(self.last)
+        return (self.last - self.first) * 1000
+
+    def drain(self):
+        """Let overshoot steps finish so the next request starts on an idle device."""
+        if self.cuda and self.queue:
+            self.queue[-1][1].synchronize()
+        self.queue.clear()

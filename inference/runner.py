@@ -1,0 +1,63 @@
+"""Model runners: the layer between the engine loop and the model.
+
+A runner owns the weights, the static KV cache and the sampler on one device, and exposes two
+calls that both return the sampled token as a device tensor (never a Python int, so the host need
+not wait for the device):
+    start(prompt_ids, params) -> token [1]   prefill the prompt, sample the first token
+    step()                    -> token [1]   decode the last sampled token, sample the next
+`ReferenceRunner` runs the plain-PyTorch reference forward eagerly (CPU or CUDA). The GPU fast
+path (`inference.fast.runner.FastRunner`) implements the same two calls over Triton kernels and
+one CUDA graph per step.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from .config import ModelConfig
+from .reference import KVCache, ReferenceModel
+from .sampling import Sampler, SamplingParams
+from .weights import ModelWeights
+
+
+class Runner:
+    cfg: ModelConfig
+    max_context: int
+    device: torch.device
+    name: str = "runner"
+
+    def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
+        raise NotImplementedError
+
+    def step(self) -> Tensor:
+        raise NotImplementedError
+
+
+class ReferenceRunner(Runner):
+    name = "reference"
+
+    def __init__(self, cfg: ModelConfig, weights: ModelWeights, max_context: int):
+        self.cfg, self.max_context, self.device = cfg, max_context, weights.device
+        self.model = ReferenceModel(cfg, weights, max_context)
+        self.cache = KVCache(cfg, max_context, weights.device, weights.dtype)
+        self.sampler = Sampler(cfg.vocab_size, weights.device)
+        self.pos = 0
+        self.last: Tensor | None = None
+        self.seed = 0
+
+    @torch.inference_mode()
+    def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
+        ids = torch.tensor(prompt_ids, dtype=torch.int64, device=self.device)
+        self.seed = self.sampler.configure(params, ids)
+        logits = self.model.forward(ids, 0, self.cache)
+        self.pos = len(prompt_ids)
+        self.last = self.sampler(logits[-1])
+        return self.last
+
+    @torch.inference_mode()
+    def step(self) -> Tensor:
+        logits = self.model.forward(self.last, self.pos, self.cache)
+        self.pos += 1
+        self.last = self.sampler(logits[0])
+        return self.last
