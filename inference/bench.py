@@ -1,0 +1,191 @@
+"""Decode benchmark: tokens/s, bytes/token and MBU against this GPU's measured copy bandwidth.
+
+    python -m inference.bench --shape qwen2.5-coder-1.5b [--context 512] [--tokens 512]
+        [--contexts 4096,16384] [--ttft 128,1024,4096] [--vs hf] [--json FILE] [--model DIR]
+
+Writes a synthetic (random-weight) checkpoint of the shape on the fly unless --model is given,
+then measures in one run: copy bandwidth (device-to-device, bytes read + written); decode tok/s
+and ms/token at batch 1 (greedy, EOS ignored, median of --repeats runs); bytes read per token
+(all decode weights + the live KV cache at the mean context); MBU = bytes/token x tok/s /
+bandwidth; TTFT at several prompt lengths; optionally the transformers static-cache +
+torch.compile baseline on the same checkpoint. Prints a table last. GPU only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+
+def copy_bandwidth(nbytes: int = 2 << 30, iters: int = 20) -> float:
+    """Bytes/s of a large device-to-device copy, counting bytes read plus bytes written."""
+    src = torch.empty(nbytes // 2, dtype=torch.bfloat16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    times = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        dst.copy_(src)
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / 1000)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2 * nbytes / statistics.median(times)
+
+
+def random_prompt(n: int, vocab: int, seed: int = 0) -> list[int]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(100, min(vocab, 30000), (n,), generator=g).tolist()
+
+
+def decode_rate(engine, context: int, tokens: int, repeats: int) -> dict:
+    from .engine import FinishEvent
+    from .prompts import Prompt
+    from .sampling import SamplingParams
+
+    prompt = Prompt.from_ids(random_prompt(context, engine.cfg.vocab_size))
+    params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+    rates = []
+    for _ in range(repeats + 1):  # the first run also captures the graph: not counted
+        for ev in engine.generate(prompt, params):
+            if isinstance(ev, FinishEvent):
+                rates.append(ev.stats.decode_tok_s)
+    tok_s = statistics.median(rates[1:])
+    return {"context": context, "tokens": tokens, "tok_s": tok_s, "ms_per_token": 1000 / tok_s, "runs": rates[1:]}
+
+
+def ttft(engine, n: int, repeats: int = 5) -> float:
+    from .engine import FinishEvent
+    from .prompts import Prompt
+    from .sampling import SamplingParams
+
+    prompt = Prompt.from_ids(random_prompt(n, engine.cfg.vocab_size, seed=n))
+    out = []
+    for _ in range(repeats + 1):
+        for ev in engine.generate(prompt, SamplingParams(max_tokens=1, ignore_eos=True)):
+            if isinstance(ev, FinishEvent):
+                out.append(ev.stats.ttft_ms)
+    return statistics.median(out[1:])
+
+
+def bytes_per_token(engine, context: int, tokens: int) -> float:
+    """Weights read per step (every layer + LM head) + KV cache read at the mean live context."""
+    w = engine.runner.w
+    weight_bytes = w.nbytes() - (0 if w.tied else w.embed.numel() * w.embed.element_size())
+    kv = engine.runner.cache.nbytes_per_position() * (context + tokens / 2)
+    return weight_bytes + kv
+
+
+def hf_baseline(model_dir: Path, context: int, tokens: int) -> float:
+    """transformers generate() with a static cache and torch.compile (reduce-overhead), tok/s."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.bfloat16).cuda().eval()
+    model.generation_config.cache_implementation = "static"
+    model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+    ids = torch.tensor([random_prompt(context, model.config.vocab_size)], device="cuda")
+
+    def run(n):
+        torch.cuda.synchronize()
+        t = time.perf_counter()
+        model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
+        torch.cuda.synchronize()
+        return time.perf_counter() - t
+
+    for _ in range(2):
+        run(tokens)  # compile + warm up
+    t_full = statistics.median(run(tokens) for _ in range(3))
+    t_one = statistics.median(run(1) for _ in range(3))
+    del model
+    torch.cuda.empty_cache()
+    return (tokens - 1) / (t_full - t_one)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m inference.bench", description=__doc__.split("\n")[0])
+    p.add_argument("--shape", default="qwen2.5-coder-1.5b")
+    p.add_argument("--model", default=None, help="benchmark this folder instead of a synthetic checkpoint")
+    p.add_argument("--context", type=int, default=512)
+    p.add_argument("--tokens", type=int, default=512)
+    p.add_argument("--contexts", default="", help="extra contexts to report, e.g. 4096,16384")
+    p.add_argument("--ttft", default="128,1024,4096", help="prompt lengths for TTFT")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--vs", choices=["hf"], default=None)
+    p.add_argument("--no-pdl", action="store_true", help="disable programmatic dependent launch")
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("error: inference.bench needs a CUDA GPU", file=sys.stderr)
+        return 2
+
+    from .engine import Engine
+    from .synth import write_checkpoint
+
+    contexts = [args.context] + [int(c) for c in args.contexts.split(",") if c]
+    ttft_lens = [int(c) for c in args.ttft.split(",") if c]
+    need_ctx = max(contexts + ttft_lens) + args.tokens + 8
+    tmp = None
+    if args.model:
+        model_dir, weights_note = Path(args.model), "checkpoint weights"
+    else:
+        tmp = tempfile.TemporaryDirectory(prefix="bench-")
+        t = time.perf_counter()
+        model_dir = write_checkpoint(args.shape, Path(tmp.name) / args.shape, device="cuda")
+        print(f"wrote synthetic {args.shape} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
+        weights_note = "random weights"
+
+    bw = copy_bandwidth()
+    t = time.perf_counter()
+    engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx)
+    if args.no_pdl:
+        engine.runner.pdl = False
+    load_s = time.perf_counter() - t
+    print(f"loaded in {load_s:.1f} s: {engine.info}", file=sys.stderr)
+
+    rows = []
+    for c in contexts:
+        r = decode_rate(engine, c, args.tokens, args.repeats)
+        r["bytes_per_token"] = bytes_per_token(engine, c, args.tokens)
+        r["mbu"] = r["bytes_per_token"] * r["tok_s"] / bw
+        rows.append(r)
+        print(f"context {c}: {r['tok_s']:.0f} tok/s", file=sys.stderr)
+    ttfts = {n: ttft(engine, n) for n in ttft_lens}
+    result = {
+        "shape": args.shape if not args.model else str(model_dir), "weights": weights_note,
+        "gpu": torch.cuda.get_device_name(), "dtype": "bfloat16", "batch": 1, "pdl": engine.runner.pdl,
+        "copy_bandwidth_GBs": bw / 1e9, "decode": rows, "ttft_ms": ttfts,
+    }
+    del engine
+    torch.cuda.empty_cache()
+    if args.vs == "hf":
+        result["hf_static_compile_tok_s"] = hf_baseline(model_dir, args.context, args.tokens)
+        result["speedup_vs_hf"] = rows[0]["tok_s"] / result["hf_static_compile_tok_s"]
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+
+    print(f"\n{result['shape']} ({weights_note}), bf16, batch 1, {result['gpu']}, "
+          f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if result['pdl'] else 'off'}")
+    print(f"| context | tokens | tok/s | ms/token | GB read/token | MBU |")
+    print(f"|--------:|-------:|------:|---------:|--------------:|----:|")
+    for r in rows:
+        print(f"| {r['context']} | {r['tokens']} | {r['tok_s']:.0f} | {r['ms_per_token']:.3f} | "
+              f"{r['bytes_per_token'] / 1e9:.3f} | {100 * r['mbu']:.0f}% |")
+    print("TTFT: " + ", ".join(f"{n} tokens {ms:.1f} ms" for n, ms in ttfts.items()))
+    if "hf_static_compile_tok_s" in result:
+        print(f"transformers static cache + torch.compile: {result['hf_static_compile_tok_s']:.0f} tok/s "
+              f"-> {result['speedup_vs_hf']:.2f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The GPU fast path: batch-1 decode as ONE CUDA graph per step over fused Triton kernels.
+
+Per layer, five launches read every weight exactly once:
+    rmsnorm_gemv          input RMSNorm + QKV projection + bias           -> qkv  [q+2kv] fp32
+    decode_attention      q/k norm + RoPE + KV-cache write + split-KV attention (+ combine)
+    gemv_residual         o_proj, residual added in place                 -> x    [H] fp32
+    rmsnorm_gate_up_silu  post-attention RMSNorm + gate/up + SiLU*up      -> h    [I] fp32
+    gemv_residual         down_proj, residual added in place              -> x
+then the final norm + LM head (rmsnorm_gemv) and the on-device sampler. The step reads its input
+token and position from device buffers and writes them back for the next step, so replaying the
+graph is all the host does per token. The residual stream stays in float32 (a few KB).
+
+Prefill (`PrefillModel`) uses cuBLAS GEMMs and SDPA on the same static KV cache. One graph is
+captured per sampler mode (greedy, or the sampling variant a request needs), lazily.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits
+from kernels.gate_up_silu import rmsnorm_gate_up_silu
+from kernels.gemv_residual import gemv_residual
+from kernels.rmsnorm_gemv import rmsnorm_gemv
+
+from ..config import ModelConfig
+from ..reference import KVCache
+from ..runner import Runner
+from ..sampling import Sampler, SamplingParams
+from ..weights import ModelWeights
+from .prefill import PrefillModel
+
+
+class FastRunner(Runner):
+    name = "cuda-graph"
+
+    def __init__(self, cfg: ModelConfig, weights: ModelWeights, max_context: int, pdl: bool | None = None,
+                 use_graph: bool = True):
+        assert weights.device.type == "cuda", "FastRunner needs CUDA weights"
+        self.cfg, self.w, self.max_context, self.device = cfg, weights, max_context, weights.device
+        self.pdl = torch.cuda.get_device_capability(self.device)[0] >= 9 if pdl is None else pdl
+        self.use_graph = use_graph
+        self.model = PrefillModel(cfg, weights, max_context)
+        self.cache = KVCache(cfg, max_context, self.device, weights.dtype)
+        self.sampler = Sampler(cfg.vocab_size, self.device)
+        f32 = dict(device=self.device, dtype=torch.float32)
+        self.token = torch.zeros(1, device=self.device, dtype=torch.int64)  # input token of the next step
+        self.pos = torch.zeros(1, device=self.device, dtype=torch.int32)  # its position
+        self.x = torch.zeros(cfg.hidden_size, **f32)
+        self.qkv = torch.zeros(cfg.qkv_size, **f32)
+        self.attn = torch.zeros(cfg.q_size, **f32)
+        self.h = torch.zeros(cfg.intermediate_size, **f32)
+        self.logits = torch.zeros(cfg.vocab_size, **f32)
+        self.splits = default_num_splits(cfg.num_kv_heads, self.device)
+        self.ws = AttentionWorkspace(cfg.num_heads, cfg.head_dim, self.splits, self.device)
+        self.scale = cfg.head_dim ** -0.5
+        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}
+        self.graph_out: dict[tuple, Tensor] = {}
+        self.seed = 0
+        self._warmed = False
+
+    # -- one decode step, as captured -----------------------------------------------------------
+    def _forward_token(self) -> Tensor:
+        """Logits [V] for the token in self.token at position self.pos (no sampling)."""
+        cfg, w, eps, pdl = self.cfg, self.w, self.cfg.rms_norm_eps, self.pdl
+        self.x.copy_(w.embed.index_select(0, self.token)[0])
+        for i, layer in enumerate(w.layers):
+            rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
+            decode_attention(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
+                             self.attn, self.ws, self.scale, q_norm=layer.q_norm, k_norm=layer.k_norm, eps=eps,
+                             pdl=pdl)
+            gemv_residual(self.attn, layer.o, self.x, pdl=pdl)
+            rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
+            gemv_residual(self.h, layer.down, self.x, pdl=pdl)
+        rmsnorm_gemv(self.x, w.lm_head, self.logits, norm_w=w.norm, eps=eps, pdl=pdl)
+        return self.logits
+
+    def _step_body(self) -> Tensor:
+        token = self.sampler(self._forward_token())
+        self.token.copy_(token)
+        self.pos.add_(1)
+        return self.token
+
+    def _graph_for(self, mode: tuple) -> torch.cuda.CUDAGraph:
+        if mode not in self.graphs:
+            saved = (self.token.clone(), self.pos.clone(), self.sampler.step.clone(), self.sampler.seen.clone())
+            stream = torch.cuda.Stream(self.device)
+            stream.wait_stream(torch.cuda.current_stream(self.device))
+            with torch.cuda.stream(stream):
+                # Warm-up runs autotuning and compiles every kernel outside the capture. It writes
+                # one KV row at self.pos; the real step rewrites that row before anyone reads it.
+                for _ in range(2):
+                    self._restore(saved)
+                    self._step_body()
+            torch.cuda.current_stream(self.device).wait_stream(stream)
+            self._restore(saved)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                self.graph_out[mode] = self._step_body()
+            self._restore(saved)
+            self.graphs[mode] = graph
+        return self.graphs[mode]
+
+    def _restore(self, saved):
+        token, pos, step, seen = saved
+        self.token.copy_(token)
+        self.pos.copy_(pos)
+        self.sampler.step.copy_(step)
+        self.sampler.seen.copy_(seen)
+
+    # -- Runner API -----------------------------------------------------------------------------
+    @torch.inference_mode()
+    def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
+        ids = torch.tensor(prompt_ids, dtype=torch.int64).to(self.device, non_blocking=True)
+        self.seed = self.sampler.configure(params, ids)
+        logits = self.model.prefill(ids, self.cache)
+        self.token.copy_(self.sampler(logits))
+        self.pos.fill_(len(prompt_ids))
+        if self.use_graph:
+            self._graph_for(self.sampler.mode)  # capture (once per mode) before the first step
+        return self.token.clone()
+
+    @torch.inference_mode()
+    def step(self) -> Tensor:
+        if not self.use_graph:
+            return self._step_body()
+        self._graph_for(self.sampler.mode).replay()
+        return self.token
+
+    @torch.inference_mode()
+    def forced_logits(self, token: int) -> Tensor:
+        """Teacher forcing for tests: logits after feeding `token` at the current position."""
+        self.token.fill_(token)
+        logits = self._forward_token().clone()
+        self.pos.add_(1)
+        return logits
