@@ -1,0 +1,30 @@
+"""Triton kernels for a batch-1 decode step (Qwen2 / Qwen3 / Llama shapes).
+
+One op per module; each holds its kernel, a launcher that checks shapes and computes the
+grid, and a plain PyTorch `<name>_ref` twin the tests compare against:
+
+- `rmsnorm_gemv`      out = W @ (rmsnorm(x) * norm_w) + bias   (fused-norm QKV, final norm + LM head)
+- `gemv_residual`     x += W @ a                               (o_proj, down_proj)
+- `gate_up_silu`      out = silu(W_g @ n) * (W_u @ n), n = rmsnorm(x) * norm_w
+- `decode_attention`  q/k norm + RoPE + KV-cache append + split-KV GQA flash-decoding
+
+All launchers are CUDA-graph safe once warmed up (the first call per shape autotunes, which
+allocates and synchronises: call every launcher once eagerly before capturing). They take
+`pdl=True` to use Hopper programmatic dependent launch.
+
+This package does not own weights, caches or the decode loop (see inference/fast/).
+
+On a machine without CUDA the kernels only run under Triton's NumPy interpreter; we turn it
+on here (before any kernel module is decorated) unless the caller already chose.
+"""
+
+import os
+
+if "TRITON_INTERPRET" not in os.environ:
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
+if os.environ.get("TRITON_INTERPRET", "0") not in ("", "0"):
+    from kernels import _interpreter_compat  # noqa: F401  (NumPy 2.4 fix for the interpreter)

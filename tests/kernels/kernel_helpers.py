@@ -1,0 +1,30 @@
+"""Helpers for the kernel tests: error metric, poisoned outputs, seeded random inputs.
+
+Imported by the test modules as `kernel_helpers` (pytest puts this folder on sys.path).
+"""
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    """||out - ref|| / ||ref|| in float64; NaN anywhere in out gives inf."""
+    out, ref = out.double().cpu(), ref.double().cpu()
+    if not torch.isfinite(out).all():
+        return float("inf")
+    return ((out - ref).norm() / ref.norm().clamp_min(1e-30)).item()
+
+
+def poisoned(*shape, device=DEVICE) -> torch.Tensor:
+    """A float32 output buffer full of NaN, so any element a kernel forgets to write fails."""
+    return torch.full(shape, float("nan"), dtype=torch.float32, device=device)
+
+
+def randn(*shape, gen, dtype=torch.float32, device=DEVICE, scale=1.0) -> torch.Tensor:
+    return (torch.randn(*shape, generator=gen) * scale).to(dtype).to(device)
+
+
+gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
