@@ -23,3 +23,25 @@ def bos_tok_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("tok_bos")
     write_tokenizer(d, 4096, fim=False, chat_template=False, add_bos=True)
     return d
+
+
+# --- Checkpoint fixtures (helper "ckpt"): random-weight model folders written by inference.synth.
+
+@pytest.fixture(scope="session")
+def synth_dir(tmp_path_factory):
+    """Factory: synth_dir("tiny", shards=None, seed=0, layers=None, dtype=...) -> a model folder
+    written by inference.synth.write_checkpoint on CPU, cached for the session. Shapes: tiny
+    (qwen2, tied, q/k/v bias), tiny-untied, tiny-qwen3 (q/k norm), tiny-llama (llama3 rope,
+    untied, BOS). Treat it as read-only: copy it (shutil.copytree) before changing files."""
+    from inference.synth import write_checkpoint
+
+    cache = {}
+
+    def make(shape: str = "tiny", **kw):
+        key = (shape, tuple(sorted(kw.items(), key=lambda kv: kv[0])))
+        if key not in cache:
+            d = tmp_path_factory.mktemp("synth_" + shape)
+            cache[key] = write_checkpoint(shape, d, device="cpu", **kw)
+        return cache[key]
+
+    return make
