@@ -70,6 +70,7 @@ class Shape:
     norm_noise: float = 0.0  # norms = 1 + norm_noise * N(0, 1)
     bias_std: float = 0.0  # q/k/v biases ~ N(0, bias_std)
     add_bos: bool = False  # Llama-style tokenizer that prepends BOS
+    store_tied_head: bool = False  # tied, yet the file also holds lm_head.weight (= the embedding), as Qwen3's do
     extra: dict = field(default_factory=dict)  # more config.json fields
 
     def params(self) -> int:
@@ -82,7 +83,8 @@ _TINY = dict(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, n
 SHAPES: dict[str, Shape] = {s.name: s for s in [
     Shape("qwen2.5-coder-1.5b", "qwen2", 1536, 8960, 28, 12, 2, 151936, 32768, bias_std=0.02),
     Shape("qwen2.5-coder-3b", "qwen2", 2048, 11008, 36, 16, 2, 151936, 32768, bias_std=0.02),
-    Shape("qwen3-1.7b", "qwen3", 2048, 6144, 28, 16, 8, 151936, 40960, head_dim=128),
+    # The real Qwen3-1.7B files store lm_head.weight although it is tied: 2.03B tensors, 4.06 GB, 2 shards.
+    Shape("qwen3-1.7b", "qwen3", 2048, 6144, 28, 16, 8, 151936, 40960, head_dim=128, store_tied_head=True),
     Shape("llama-3.2-1b", "llama", 2048, 8192, 16, 32, 8, 128256, 131072, head_dim=64,
           rope_theta=500_000.0, rope_scaling=_LLAMA3_ROPE, rms_norm_eps=1e-5, add_bos=True),
     # Test shapes: a few MB, every code path of the loader and the forward.
@@ -259,20 +261,27 @@ def write_checkpoint(shape: str, out: str | Path, layers: int | None = None, see
     (out / "generation_config.json").write_text(json.dumps(generation_config_json(spec, ids), indent=2) + "\n")
 
     shapes = expected_tensors(cfg)
+    if spec.store_tied_head and cfg.tie_word_embeddings:
+        shapes["lm_head.weight"] = shapes["model.embed_tokens.weight"]
     entries = list(shapes.items())
+    assert entries[0][0] == "model.embed_tokens.weight"  # drawn first: a fresh generator redraws it
     itemsize = torch.empty((), dtype=dtype).element_size()
     plan = _shard_plan(entries, itemsize, shards)
-    total = sum(math.prod(s) for _, s in entries) * itemsize
+    n_stored = sum(math.prod(s) for _, s in entries)
+    total = n_stored * itemsize
     if progress is None:
         progress = total > 100 * 2**20
     gen = torch.Generator(device=dev).manual_seed(seed)
 
     def make(name: str) -> torch.Tensor:
+        if name == "lm_head.weight" and cfg.tie_word_embeddings:  # stored copy of the tied embedding
+            name, fresh = "model.embed_tokens.weight", torch.Generator(device=dev).manual_seed(seed)
+            return _init_tensor(name, shapes[name], spec, fresh, dev, dtype)
         return _init_tensor(name, shapes[name], spec, gen, dev, dtype)
 
     _clear_old_weights(out)
     if progress:
-        print(f"synth: {shape} ({cfg.num_params() / 1e9:.2f}B params, {total / 1e9:.2f} GB {config['dtype']}, "
+        print(f"synth: {shape} ({n_stored / 1e9:.2f}B params, {total / 1e9:.2f} GB {config['dtype']}, "
               f"{cfg.num_layers} layers) on {dev} -> {out}", file=sys.stderr, flush=True)
     weight_map = {}
     for k, idx in enumerate(plan):
@@ -285,7 +294,7 @@ def write_checkpoint(shape: str, out: str | Path, layers: int | None = None, see
             print(f"synth:   {fname}: {len(names)} tensors, {nbytes / 1e9:.2f} GB in {time.perf_counter() - t1:.1f} s",
                   file=sys.stderr, flush=True)
     if len(plan) > 1:
-        index = {"metadata": {"total_parameters": cfg.num_params(), "total_size": total}, "weight_map": weight_map}
+        index = {"metadata": {"total_parameters": n_stored, "total_size": total}, "weight_map": weight_map}
         (out / INDEX_FILE).write_text(json.dumps(index, indent=2) + "\n")
     marker = {"shape": shape, "layers": cfg.num_layers, "seed": seed, "dtype": config["dtype"], "device": dev.type,
               "std": spec.std, "note": "random weights written by inference.synth; not a trained model"}
