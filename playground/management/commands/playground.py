@@ -1,0 +1,90 @@
+"""`python manage.py playground`: the whole playground in one process, embedded defaults.
+
+Applies migrations, loads the model, starts Daphne and runs one in-process GPU worker as an
+asyncio task in Daphne's own event loop. With the default in-memory channel layer that is
+required: InMemoryChannelLayer is one object per process whose asyncio queues belong to the
+loop that uses them, so consumer and worker must share both the layer instance and the loop
+(Daphne's `ready_callable` runs after Daphne has made its loop current, before it starts).
+The code path is the production one; only the layer and the process layout differ.
+With REDIS_URL set, --no-worker gives a plain web process (workers: `playground_worker`).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import daphne.server  # noqa: F401  (installs Twisted's asyncio reactor before anything imports Twisted)
+from channels.layers import get_channel_layer
+from channels.routing import get_default_application
+from daphne.endpoints import build_endpoint_description_strings
+from daphne.server import Server
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from inference.errors import EngineError
+
+from ...modelsource import default_device, load_engine
+from ...worker import Worker
+
+log = logging.getLogger("playground")
+
+
+class Command(BaseCommand):
+    help = "Run the playground: migrations, Daphne and an in-process GPU worker (one command)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--model", default=None,
+                            help="local Hugging Face folder or hub id (default: PLAYGROUND_MODEL, "
+                                 "else a synthetic random-weight checkpoint)")
+        parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda when available)")
+        parser.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default per device)")
+        parser.add_argument("--no-worker", action="store_true",
+                            help="web only (needs REDIS_URL and separate `playground_worker` processes)")
+
+    def handle(self, *args, host, port, model, device, dtype, no_worker, **options):
+        call_command("migrate", interactive=False, verbosity=0)
+        worker = None
+        if not no_worker:
+            device = device or default_device()
+            self.stdout.write(f"Loading model on {device} ...")
+            try:
+                engine = load_engine(model, device, dtype)
+            except EngineError as e:
+                raise CommandError(str(e)) from None
+            info = engine.info
+            self.stdout.write(f"Model {info.get('model')} ({info.get('params', 0) / 1e6:.1f}M params, "
+                              f"{info.get('dtype')}, {'fast path' if info.get('fast_path') else 'reference'}"
+                              f"{', RANDOM WEIGHTS' if info.get('random_weights') else ''})")
+            worker = Worker(engine, get_channel_layer())
+        elif not settings.REDIS_URL:
+            self.stderr.write("warning: --no-worker with the in-memory layer: nothing will serve runs")
+        if host not in settings.ALLOWED_HOSTS and host not in ("0.0.0.0", "::"):
+            settings.ALLOWED_HOSTS.append(host.strip("[]"))
+
+        def ready():
+            if worker is not None:
+                task = asyncio.get_event_loop().create_task(worker.run())
+                task.add_done_callback(_report_crash)
+            self.stdout.write(f"Playground at http://{host}:{port}/  (Ctrl-C to quit)")
+            self.stdout.flush()
+
+        server = Server(
+            application=get_default_application(),
+            endpoints=build_endpoint_description_strings(host=host, port=port),
+            ready_callable=ready,
+            verbosity=1,
+            websocket_max_message_size=4 * 1024 * 1024,  # 200k-char inputs, JSON-escaped
+        )
+        if worker is not None:
+            from twisted.internet import reactor
+
+            reactor.addSystemEventTrigger("before", "shutdown", worker.stop)
+        server.run()
+
+
+def _report_crash(task: asyncio.Task) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("the in-process worker stopped", exc_info=task.exception())

@@ -1,0 +1,44 @@
+"""`python manage.py playground_worker`: one GPU worker process for the Redis setup.
+
+Production layout: REDIS_URL set; N `daphne playground.asgi:application` processes and one
+of these per GPU (`--device cuda:0`, `cuda:1`, ... or CUDA_VISIBLE_DEVICES). All share the
+"inference" queue on Redis; each job is received by exactly one worker.
+"""
+from __future__ import annotations
+
+import asyncio
+
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.core.management.base import BaseCommand, CommandError
+
+from inference.errors import EngineError
+
+from ...modelsource import default_device, load_engine
+from ...worker import Worker
+
+
+class Command(BaseCommand):
+    help = "Run one GPU worker on the shared (Redis) channel layer."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--model", default=None, help="local folder or hub id (default: PLAYGROUND_MODEL)")
+        parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N")
+        parser.add_argument("--dtype", default=None)
+        parser.add_argument("--worker-id", default=None)
+
+    def handle(self, *args, model, device, dtype, worker_id, **options):
+        layer = get_channel_layer()
+        if isinstance(layer, InMemoryChannelLayer):
+            raise CommandError("playground_worker needs REDIS_URL: the in-memory channel layer lives inside one "
+                               "process. For one process use `python manage.py playground`.")
+        device = device or default_device()
+        try:
+            engine = load_engine(model, device, dtype)
+        except EngineError as e:
+            raise CommandError(str(e)) from None
+        worker = Worker(engine, layer, worker_id=worker_id)
+        self.stdout.write(f"Worker {worker.worker_id}: {engine.info.get('model')} on {device}")
+        try:
+            asyncio.run(worker.run())
+        except KeyboardInterrupt:
+            worker.stop()

@@ -1,0 +1,164 @@
+"""Django settings for the playground: embedded defaults, overridable by environment.
+
+Embedded default (no env): SQLite file, in-memory channel layer, one process
+(`python manage.py playground`). Production: set REDIS_URL (channels_redis layer shared
+by many Daphne processes and `manage.py playground_worker` processes) and the secrets.
+
+Environment variables (all optional):
+  PLAYGROUND_SECRET_KEY     secret key (else one is created once in the cache dir)
+  PLAYGROUND_DEBUG          "1" for Django debug pages
+  PLAYGROUND_ALLOWED_HOSTS  comma list (default 127.0.0.1,localhost,[::1])
+  PLAYGROUND_DB             SQLite path (default ./db.sqlite3)
+  PLAYGROUND_CACHE_DIR      where synthetic checkpoints and the secret key live
+  PLAYGROUND_MODEL          model folder or hub id for the worker
+  PLAYGROUND_MAX_TOKENS     upper bound for max_tokens (default 8192)
+  PLAYGROUND_SERVE_STATIC   "0" to leave /static/ to a front web server
+  REDIS_URL                 e.g. redis://127.0.0.1:6379/0 -> channels_redis layer
+"""
+from __future__ import annotations
+
+import os
+import secrets
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    return default if value is None else value.strip().lower() in ("1", "true", "yes", "on")
+
+
+def _cache_dir() -> Path:
+    if os.environ.get("PLAYGROUND_CACHE_DIR"):
+        return Path(os.environ["PLAYGROUND_CACHE_DIR"])
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "fastest-playground"
+
+
+def _secret_key(cache_dir: Path) -> str:
+    """Env key, else one random key kept in the cache dir so sessions survive restarts."""
+    if os.environ.get("PLAYGROUND_SECRET_KEY"):
+        return os.environ["PLAYGROUND_SECRET_KEY"]
+    path = cache_dir / "secret_key"
+    try:
+        return path.read_text().strip()
+    except OSError:
+        key = secrets.token_urlsafe(50)
+        try:
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            path.write_text(key)
+            path.chmod(0o600)
+        except OSError:
+            pass  # read-only home: a per-process key still works for one process
+        return key
+
+
+PLAYGROUND_CACHE_DIR = _cache_dir()
+SECRET_KEY = _secret_key(PLAYGROUND_CACHE_DIR)
+DEBUG = _env_bool("PLAYGROUND_DEBUG", False)
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("PLAYGROUND_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
+    if h.strip()
+]
+
+INSTALLED_APPS = [
+    "daphne",  # before staticfiles: `runserver` becomes the ASGI server
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "playground.apps.PlaygroundConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "playground.urls"
+ASGI_APPLICATION = "playground.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("PLAYGROUND_DB", str(BASE_DIR / "db.sqlite3")),
+        "OPTIONS": {
+            # The worker heartbeat and the web views write concurrently: WAL + IMMEDIATE
+            # transactions + a generous timeout avoid "database is locked".
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL;",
+        },
+    }
+}
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+# Queued jobs wait on the "inference" channel while workers are busy: keep them far
+# longer than channels' 60 s default, and let reply channels buffer a burst of frames.
+_LAYER_CONFIG = {"expiry": 900, "capacity": 1000}
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], **_LAYER_CONFIG},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": _LAYER_CONFIG}
+    }
+
+SESSION_ENGINE = "django.contrib.sessions.backends.db"
+SESSION_COOKIE_AGE = 60 * 60 * 24 * 30
+LOGIN_URL = "admin:login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "build" / "static"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Playground knobs (read by services.py, worker.py and the management commands).
+PLAYGROUND_MODEL = os.environ.get("PLAYGROUND_MODEL", "")
+PLAYGROUND_MAX_TOKENS = int(os.environ.get("PLAYGROUND_MAX_TOKENS", "8192"))
+PLAYGROUND_MAX_INPUT_CHARS = 200_000
+PLAYGROUND_FRAME_INTERVAL_S = 0.020
+PLAYGROUND_HEARTBEAT_S = 2.0
+PLAYGROUND_QUEUE_CHANNEL = "inference"
+PLAYGROUND_SERVE_STATIC = _env_bool("PLAYGROUND_SERVE_STATIC", True)
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"playground": {"handlers": ["console"], "level": "INFO"}},
+}

@@ -1,0 +1,156 @@
+"""HTTP views: the editor page, save -> share link, read-only share page, the session's
+run history (an htmx partial), and the staff-only dashboard.
+
+Everything user- or model-written reaches templates as plain strings (autoescaped) or
+through `json_script`; nothing is marked safe. Generation itself happens over the
+WebSocket (consumers.py), never here.
+"""
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from django.conf import settings
+from django.contrib.admin.views.decorators import staff_member_required
+from django.http import HttpResponseBadRequest, JsonResponse
+from django.shortcuts import get_object_or_404, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_POST
+
+from inference.errors import EngineError
+
+from .models import Playground, Run, WorkerStatus
+from .services import MODES, parse_params
+from .sparkline import sparkline_points
+
+DEFAULT_PARAMS = {"max_tokens": 256, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": None, "stop": []}
+DEFAULT_CODE = 'def fibonacci(n: int) -> int:\n    """Return the n-th Fibonacci number."""\n'
+HISTORY_LENGTH = 20
+
+
+def _session_key(request) -> str:
+    if not request.session.session_key:
+        request.session.create()
+    return request.session.session_key
+
+
+def _live_workers():
+    """Workers whose heartbeat is recent (3 missed beats = gone)."""
+    since = timezone.now() - timedelta(seconds=3 * settings.PLAYGROUND_HEARTBEAT_S + 5)
+    return list(WorkerStatus.objects.filter(last_heartbeat__gte=since))
+
+
+def _snapshot(obj) -> dict:
+    return {
+        "mode": obj.mode,
+        "code": obj.code,
+        "cursor": obj.cursor,
+        "instruction": obj.instruction,
+        "params": {**DEFAULT_PARAMS, **(obj.params or {})},
+    }
+
+
+@require_GET
+def editor(request):
+    session_key = _session_key(request)
+    initial = {"mode": "complete", "code": DEFAULT_CODE, "cursor": None, "instruction": "",
+               "params": DEFAULT_PARAMS, "forked_from": None}
+    fork = request.GET.get("fork")
+    if fork:
+        source = get_object_or_404(Playground, slug=fork)
+        initial = {**_snapshot(source), "forked_from": source.slug}
+    elif request.GET.get("run", "").isdigit():
+        run = get_object_or_404(Run, pk=int(request.GET["run"]), session_key=session_key)
+        initial = {**_snapshot(run), "forked_from": None}
+    workers = _live_workers()
+    return render(request, "playground/editor.html", {
+        "initial": initial,
+        "workers": workers,
+        "random_weights": any(w.random_weights for w in workers),
+        "fork": initial["forked_from"],
+    })
+
+
+@require_POST
+def save(request):
+    """JSON body from the editor -> a new Playground; answers {"slug", "url"}."""
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        return HttpResponseBadRequest("body must be JSON")
+    if not isinstance(body, dict) or body.get("mode") not in MODES:
+        return HttpResponseBadRequest(f"mode must be one of {', '.join(MODES)}")
+    code, instruction = body.get("code", ""), body.get("instruction", "")
+    if not isinstance(code, str) or not isinstance(instruction, str):
+        return HttpResponseBadRequest("code and instruction must be strings")
+    if len(code) + len(instruction) > settings.PLAYGROUND_MAX_INPUT_CHARS:
+        return HttpResponseBadRequest("too long to save")
+    try:
+        params = parse_params(body.get("params"))
+    except EngineError as e:
+        return HttpResponseBadRequest(str(e))
+    cursor = body.get("cursor")
+    cursor = cursor if isinstance(cursor, int) and 0 <= cursor <= len(code) else None
+    session_key = _session_key(request)
+    run = None
+    if isinstance(body.get("run_id"), int):  # output and stats come from our own record, not the client
+        run = Run.objects.filter(pk=body["run_id"], session_key=session_key).first()
+    forked_from = None
+    if isinstance(body.get("forked_from"), str):
+        forked_from = Playground.objects.filter(slug=body["forked_from"]).first()
+    playground = Playground.objects.create(
+        mode=body["mode"], code=code, cursor=cursor, instruction=instruction, params=params,
+        output=run.output if run else "", stats=run.stats if run else {}, model=run.model if run else "",
+        run=run, forked_from=forked_from, session_key=session_key,
+    )
+    return JsonResponse({"slug": playground.slug, "url": request.build_absolute_uri(playground.get_absolute_url())})
+
+
+@require_GET
+def share(request, slug):
+    playground = get_object_or_404(Playground, slug=slug)
+    return render(request, "playground/share.html", {
+        "playground": playground,
+        "snapshot": _snapshot(playground),
+        "stats": playground.stats or {},
+        "spark_points": sparkline_points((playground.stats or {}).get("tok_s_series") or [], width=160, height=40),
+    })
+
+
+@require_GET
+def history(request):
+    runs = Run.objects.filter(session_key=_session_key(request))[:HISTORY_LENGTH]
+    return render(request, "playground/_history.html", {"runs": runs})
+
+
+def _dashboard_context() -> dict:
+    recent = list(Run.objects.all()[:25])
+    finished = list(
+        Run.objects.filter(decode_tok_s__isnull=False, finished_at__isnull=False)
+        .order_by("-finished_at")[:120]
+        .values_list("finished_at", "decode_tok_s")
+    )[::-1]
+    values = [v for _, v in finished]
+    return {
+        "workers": WorkerStatus.objects.all(),
+        "live_ids": {w.worker_id for w in _live_workers()},
+        "queue_depth": Run.objects.filter(status=Run.QUEUED).count(),
+        "running": Run.objects.filter(status=Run.RUNNING).count(),
+        "recent": recent,
+        "chart": sparkline_points(values, width=600, height=120),
+        "chart_max": max(values, default=0),
+        "chart_last": values[-1] if values else None,
+        "chart_from": finished[0][0] if finished else None,
+        "chart_to": finished[-1][0] if finished else None,
+        "now": timezone.now(),
+    }
+
+
+@staff_member_required
+def dashboard(request):
+    return render(request, "playground/dashboard.html", _dashboard_context())
+
+
+@staff_member_required
+def dashboard_live(request):
+    return render(request, "playground/_dashboard_live.html", _dashboard_context())

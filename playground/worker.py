@@ -1,0 +1,286 @@
+"""The GPU worker: takes jobs from the "inference" queue, runs one Engine, streams frames.
+
+One worker = one Engine = one job at a time (batch 1). It is an asyncio object that runs
+in whatever event loop owns its channel layer: inside Daphne's loop for the embedded
+default (`manage.py playground`, in-memory layer), or in its own loop in
+`manage.py playground_worker` (Redis layer; one process per GPU).
+
+Channels it uses:
+  "inference"            shared queue; each job message is received by exactly one worker,
+                         and a worker only receives while idle, so busy workers leave jobs
+                         to idle ones.
+  worker control channel a per-worker channel from `layer.new_channel()`. The worker tells
+                         the consumer its name in the "gen.started" message; the consumer
+                         sends {"type": "job.cancel", "run_id"} there on Stop or disconnect.
+                         It is read all the time, also while a job is running.
+
+Engine.generate is a blocking generator: it runs in a one-thread executor and hands token
+events to a FrameStream; the loop sends the first token at once, then one frame per
+~20 ms with the text gathered meanwhile. Cancellation sets a threading.Event that the
+engine checks between steps, so a Stop lands within one frame.
+Not here: validation of user input (services.py), the ORM (records.py).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from channels.exceptions import ChannelFull
+from django.conf import settings
+
+from inference.engine import FinishEvent
+from inference.errors import EngineError
+
+from . import records
+from .services import build_prompt, request_from_job, sampling_params
+
+log = logging.getLogger(__name__)
+
+
+class FrameStream:
+    """Token events from the engine thread -> ~20 ms frames on the event loop.
+
+    The thread calls push()/close(); the loop iterates frames(). The loop is woken only
+    when the buffer goes from empty to non-empty, not once per token.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, t0: float):
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._wake = asyncio.Event()
+        self._pending = False
+        self._parts: list[str] = []  # text not yet sent
+        self.output: list[str] = []  # all text, for the Run row
+        self.tokens = 0
+        self.t0 = t0
+        self.t_first: float | None = None
+        self.t_last: float | None = None
+        self.closed = False
+        self.stats: dict | None = None
+        self.error: str | None = None
+
+    # -- engine thread side --------------------------------------------------------------
+    def push(self, token_ids: list[int], text: str, t: float) -> None:
+        with self._lock:
+            if text:
+                self._parts.append(text)
+                self.output.append(text)
+            if token_ids:
+                self.tokens += len(token_ids)
+                if self.t_first is None:
+                    self.t_first = t
+                self.t_last = t
+            notify, self._pending = not self._pending, True
+        if notify:
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    def close(self, stats: dict | None = None, error: str | None = None) -> None:
+        with self._lock:
+            self.stats, self.error, self.closed = stats, error, True
+            self._pending = True
+        self._loop.call_soon_threadsafe(self._wake.set)
+
+    # -- event loop side -----------------------------------------------------------------
+    def _take(self) -> tuple[dict | None, bool]:
+        with self._lock:
+            text, self._parts = "".join(self._parts), []
+            self._pending = False
+            now = time.perf_counter()
+            tok_s = 0.0
+            if self.tokens > 1 and self.t_last > self.t_first:
+                tok_s = (self.tokens - 1) / (self.t_last - self.t_first)
+            frame = {
+                "text": text,
+                "tokens": self.tokens,
+                "tok_s": round(tok_s, 1),
+                "ttft_ms": None if self.t_first is None else round((self.t_first - self.t0) * 1000, 1),
+                "elapsed_ms": round((now - self.t0) * 1000, 1),
+            }
+            return (frame if (text or self.tokens) else None), self.closed
+
+    async def frames(self, interval: float):
+        last_tokens = -1
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            frame, closed = self._take()
+            if frame is not None and (frame["text"] or frame["tokens"] != last_tokens):
+                last_tokens = frame["tokens"]
+                yield frame
+            if closed:
+                return
+            await asyncio.sleep(interval)
+
+
+def gpu_memory(device: str) -> tuple[float | None, float | None]:
+    """(used MiB, total MiB) for a CUDA device, else (None, None)."""
+    if not str(device).startswith("cuda"):
+        return None, None
+    import torch
+
+    dev = torch.device(device)
+    return (
+        torch.cuda.memory_reserved(dev) / 2**20,
+        torch.cuda.get_device_properties(dev).total_memory / 2**20,
+    )
+
+
+SERIES_POINTS = 60  # tok/s samples kept with a run's stats (share-page sparkline)
+
+
+def downsample(values: list[float], n: int) -> list[float]:
+    """At most n bucket means of `values`, in order."""
+    if len(values) <= n:
+        return list(values)
+    out = []
+    for i in range(n):
+        lo, hi = i * len(values) // n, (i + 1) * len(values) // n
+        out.append(round(sum(values[lo:hi]) / (hi - lo), 1))
+    return out
+
+
+class Worker:
+    def __init__(self, engine, layer, *, worker_id: str | None = None, queue: str | None = None,
+                 frame_interval: float | None = None, heartbeat_s: float | None = None):
+        self.engine = engine
+        self.layer = layer
+        self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.queue = queue or settings.PLAYGROUND_QUEUE_CHANNEL
+        self.frame_interval = settings.PLAYGROUND_FRAME_INTERVAL_S if frame_interval is None else frame_interval
+        self.heartbeat_s = settings.PLAYGROUND_HEARTBEAT_S if heartbeat_s is None else heartbeat_s
+        self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
+        self.channel: str | None = None  # control channel, set in run()
+        self.current: tuple[int, threading.Event] | None = None
+        self.jobs_done = 0
+        self.ready = asyncio.Event()
+
+    @property
+    def model(self) -> str:
+        return str(self.engine.info.get("model", ""))
+
+    async def run(self) -> None:
+        """Serve forever (until cancelled): jobs, cancel messages, heartbeats."""
+        self.channel = await self.layer.new_channel("worker.")
+        await self.heartbeat()
+        tasks = [asyncio.create_task(self._job_loop()), asyncio.create_task(self._control_loop()),
+                 asyncio.create_task(self._heartbeat_loop())]
+        self.ready.set()
+        log.info("worker %s serving %s on %s (queue %r)", self.worker_id, self.model,
+                 self.engine.info.get("device"), self.queue)
+        try:
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            if self.current:
+                self.current[1].set()
+
+    def stop(self) -> None:
+        """Shutdown hook: cancel the running generation so the engine thread ends at once."""
+        if self.current:
+            self.current[1].set()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+    async def _job_loop(self) -> None:
+        while True:
+            job = await self.layer.receive(self.queue)
+            if job.get("type") != "job.run":
+                log.warning("worker %s: ignoring %r on the job queue", self.worker_id, job.get("type"))
+                continue
+            try:
+                await self.handle_job(job)
+            except Exception:  # one bad job must not take the worker down
+                log.exception("worker %s: job %s failed", self.worker_id, job.get("run_id"))
+
+    async def _control_loop(self) -> None:
+        while True:
+            msg = await self.layer.receive(self.channel)
+            if msg.get("type") == "job.cancel" and self.current and self.current[0] == msg.get("run_id"):
+                self.current[1].set()
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.heartbeat_s)
+            try:
+                await self.heartbeat()
+            except Exception:
+                log.exception("worker %s: heartbeat failed", self.worker_id)
+
+    async def heartbeat(self, job_finished: bool = False) -> None:
+        info = self.engine.info
+        used, total = gpu_memory(str(info.get("device", "cpu")))
+        await records.write_heartbeat(self.worker_id, {
+            "model": self.model,
+            "device": str(info.get("device", "")),
+            "random_weights": bool(info.get("random_weights")),
+            "fast_path": bool(info.get("fast_path")),
+            "busy": self.current is not None,
+            "current_run": self.current[0] if self.current else None,
+            "gpu_memory_used_mb": used,
+            "gpu_memory_total_mb": total,
+            "info": {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool))},
+        }, job_finished=job_finished)
+
+    async def _reply(self, channel: str, message: dict, cancel: threading.Event) -> None:
+        try:
+            await self.layer.send(channel, message)
+        except ChannelFull:  # the browser stopped reading: nobody wants the rest
+            cancel.set()
+
+    async def handle_job(self, job: dict) -> None:
+        run_id, reply = job["run_id"], job["reply_channel"]
+        if not await records.claim_run(run_id, self.worker_id, self.model):
+            return  # stopped (or taken) before we got to it
+        cancel = threading.Event()
+        self.current = (run_id, cancel)
+        loop = asyncio.get_running_loop()
+        stream = FrameStream(loop, time.perf_counter())
+        await self._reply(reply, {"type": "gen.started", "run_id": run_id, "worker_channel": self.channel,
+                                  "worker_id": self.worker_id, "model": self.model}, cancel)
+        future = loop.run_in_executor(self.executor, self._generate, job, cancel, stream)
+        seq, series = 0, []
+        try:
+            async for frame in stream.frames(self.frame_interval):
+                await self._reply(reply, {"type": "gen.frame", "run_id": run_id, "seq": seq, **frame}, cancel)
+                seq += 1
+                if frame["tok_s"] > 0:
+                    series.append(frame["tok_s"])
+            await future
+        finally:
+            self.current = None
+        output = "".join(stream.output)
+        if stream.error is not None:
+            await records.fail_run(run_id, stream.error, output)
+            await self._reply(reply, {"type": "gen.error", "run_id": run_id, "message": stream.error}, cancel)
+        else:
+            stats = dict(stream.stats, elapsed_ms=round((time.perf_counter() - stream.t0) * 1000, 1),
+                         frames=seq, model=self.model, worker_id=self.worker_id,
+                         tok_s_series=downsample(series, SERIES_POINTS))
+            await records.finish_run(run_id, output, stats)
+            await self._reply(reply, {"type": "gen.done", "run_id": run_id, "stats": stats,
+                                      "finish_reason": stats["finish_reason"]}, cancel)
+        self.jobs_done += 1
+        await self.heartbeat(job_finished=True)
+
+    def _generate(self, job: dict, cancel: threading.Event, stream: FrameStream) -> None:
+        """Engine thread: run one generation into `stream`; always ends with stream.close()."""
+        try:
+            request = request_from_job(job)
+            events = self.engine.generate(build_prompt(request), sampling_params(request.params), cancel=cancel)
+            for ev in events:
+                if isinstance(ev, FinishEvent):
+                    stream.close(stats=ev.stats.to_dict())
+                    return
+                stream.push(ev.token_ids, ev.text, ev.t)
+            stream.close(error="the engine ended without a finish event")
+        except EngineError as e:
+            stream.close(error=str(e))
+        except Exception as e:  # a bug, not the user's fault: log it, tell them briefly
+            log.exception("engine failure on run %s", job.get("run_id"))
+            stream.close(error=f"internal error in the worker ({type(e).__name__})")
