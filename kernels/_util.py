@@ -53,7 +53,11 @@ MIN_PROGRAMS = 128  # ~one per SM on an H200 (132 SMs); fewer leaves HBM bandwid
 
 
 def prune_small_grids(configs, named_args, **kwargs):
-    """Drop configs whose grid has fewer than MIN_PROGRAMS programs (keep all if none survive)."""
+    """Drop configs whose grid has fewer than MIN_PROGRAMS programs; for small N (where none
+    reach it) keep only the configs with the smallest BLOCK_N, i.e. the most programs."""
     n = named_args["N"]
     keep = [c for c in configs if -(-n // c.kwargs["BLOCK_N"]) >= MIN_PROGRAMS]
-    return keep or configs
+    if keep:
+        return keep
+    smallest = min(c.kwargs["BLOCK_N"] for c in configs)
+    return [c for c in configs if c.kwargs["BLOCK_N"] == smallest]

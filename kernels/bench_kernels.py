@@ -1,0 +1,199 @@
+"""Micro-benchmark of the decode kernels at the Qwen2.5-Coder-1.5B shapes (GPU only).
+
+    python -m kernels.bench_kernels [--layers 28] [--no-cublas]
+
+Prints, per kernel: shape, median time (triton.testing.do_bench, which flushes L2 before every
+run; we also rotate over several weight copies so no run finds its weights in the 60 MB L2),
+bytes moved / time, and that as a share of the device-to-device copy bandwidth measured in the
+same run. Then cuBLAS (torch `W @ x`, bf16) on the same GEMV shapes, attention at three context
+lengths, and a whole decode step (all layers + LM head) captured in one CUDA graph, with and
+without PDL. The short summary table is printed last.
+
+Not a test (see tests/kernels) and not the end-to-end tokens/s benchmark (see inference/bench.py).
+"""
+
+import argparse
+import math
+
+import torch
+import triton
+
+from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits, rope_tables
+from kernels.gate_up_silu import _gate_up_silu_kernel, rmsnorm_gate_up_silu
+from kernels.gemv_residual import _gemv_residual_kernel, gemv_residual
+from kernels.rmsnorm_gemv import _rmsnorm_gemv_kernel, rmsnorm_gemv
+
+H, HQ, HKV, D, I, V = 1536, 12, 2, 128, 8960, 151936  # Qwen2.5-Coder-1.5B
+L2_BYTES = 60 * 2**20
+BF = torch.bfloat16
+
+
+def bench(fn, rep_ms=200) -> float:
+    """Median microseconds of fn() (do_bench clears L2 between runs)."""
+    return triton.testing.do_bench(fn, warmup=50, rep=rep_ms, return_mode="median") * 1e3
+
+
+def copies(make, nbytes: int) -> list:
+    """Enough independent copies of a weight set that cycling through them overflows L2 (3x)."""
+    return [make() for _ in range(max(2, min(16, math.ceil(3 * L2_BYTES / nbytes))))]
+
+
+def rotating(fn, items):
+    state = {"i": 0}
+
+    def call():
+        state["i"] = (state["i"] + 1) % len(items)
+        fn(items[state["i"]])
+
+    return call
+
+
+def copy_bandwidth() -> float:
+    """GB/s of a 4 GB device-to-device copy, counting bytes read + written."""
+    src = torch.empty(2 * 2**30, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    us = bench(lambda: dst.copy_(src))
+    return 2 * src.numel() / us / 1e3
+
+
+def gemv_rows(cublas: bool):
+    """(name, shape, bytes, us) for each fused GEMV, plus a cuBLAS row each when asked."""
+    x = torch.randn(H, device="cuda")
+    xi = torch.randn(I, device="cuda")
+    rows = []
+
+    def add(name, shape, nbytes, fn, items, kernel=None):
+        us = bench(rotating(fn, items))
+        cfg = f" [{kernel.best_config}]" if kernel is not None and getattr(kernel, "best_config", None) else ""
+        rows.append((name, shape, nbytes, us, cfg))
+
+    # QKV with fused input norm + bias
+    n = (HQ + 2 * HKV) * D
+    nb = n * H * 2
+    ws = copies(lambda: (torch.randn(n, H, device="cuda", dtype=BF), torch.randn(H, device="cuda", dtype=BF),
+                         torch.randn(n, device="cuda", dtype=BF)), nb)
+    out = torch.empty(n, device="cuda")
+    for pdl in (False, True):
+        add(f"rmsnorm_gemv qkv{' pdl' if pdl else ''}", f"{n}x{H}", nb,
+            lambda w, pdl=pdl: rmsnorm_gemv(x, w[0], out, norm_w=w[1], bias=w[2], pdl=pdl), ws, _rmsnorm_gemv_kernel)
+    # o_proj and down_proj with residual
+    for name, nn, kk, a in (("gemv_residual o_proj", H, HQ * D, x), ("gemv_residual down", H, I, xi)):
+        nb = nn * kk * 2
+        ws = copies(lambda nn=nn, kk=kk: torch.randn(nn, kk, device="cuda", dtype=BF), nb)
+        res = torch.zeros(nn, device="cuda")
+        act = a[:kk].contiguous() if a.numel() >= kk else torch.randn(kk, device="cuda")
+        add(name, f"{nn}x{kk}", nb, lambda w, act=act, res=res: gemv_residual(act, w, res), ws, _gemv_residual_kernel)
+    # gate/up + SiLU
+    nb = 2 * I * H * 2
+    ws = copies(lambda: torch.randn(2 * I, H, device="cuda", dtype=BF), nb)
+    nw = torch.randn(H, device="cuda", dtype=BF)
+    h = torch.empty(I, device="cuda")
+    add("gate_up_silu", f"{2 * I}x{H}", nb, lambda w: rmsnorm_gate_up_silu(x, nw, 1e-6, w, h), ws,
+        _gate_up_silu_kernel)
+    # LM head with final norm
+    nb = V * H * 2
+    ws = copies(lambda: torch.randn(V, H, device="cuda", dtype=BF), nb)
+    logits = torch.empty(V, device="cuda")
+    add("rmsnorm_gemv lm_head", f"{V}x{H}", nb, lambda w: rmsnorm_gemv(x, w, logits, norm_w=nw), ws,
+        _rmsnorm_gemv_kernel)
+
+    if cublas:
+        xb = torch.randn(max(H, I), device="cuda", dtype=BF)
+        for name, nn, kk in (("cublas qkv", (HQ + 2 * HKV) * D, H), ("cublas o_proj", H, HQ * D),
+                             ("cublas gate_up", 2 * I, H), ("cublas down", H, I), ("cublas lm_head", V, H)):
+            nb = nn * kk * 2
+            ws = copies(lambda nn=nn, kk=kk: torch.randn(nn, kk, device="cuda", dtype=BF), nb)
+            o = torch.empty(nn, device="cuda", dtype=BF)
+            xk = xb[:kk]
+            add(name, f"{nn}x{kk}", nb, lambda w, o=o, xk=xk: torch.mv(w, xk, out=o), ws)
+    return rows
+
+
+def attention_rows():
+    rows = []
+    qkv = torch.randn((HQ + 2 * HKV) * D, device="cuda")
+    out = torch.empty(HQ * D, device="cuda")
+    splits = default_num_splits(HKV, "cuda")
+    for ctx in (512, 4096, 16384):
+        t_max = ctx + 1
+        cos, sin = rope_tables(t_max, D, device="cuda")
+        nb = 2 * HKV * ctx * D * 2
+        caches = copies(lambda: (torch.randn(HKV, t_max, D, device="cuda", dtype=BF),
+                                 torch.randn(HKV, t_max, D, device="cuda", dtype=BF)), nb)
+        pos = torch.tensor([ctx], dtype=torch.int32, device="cuda")
+        for s in sorted({splits, 128}):
+            ws = AttentionWorkspace(HQ, D, s, "cuda")
+            us = bench(rotating(lambda kv, ws=ws, cos=cos, sin=sin: decode_attention(
+                qkv, pos, kv[0], kv[1], cos, sin, out, ws, 1 / math.sqrt(D)), caches))
+            rows.append((f"decode_attention S={s}", f"ctx {ctx}", nb, us, ""))
+    return rows
+
+
+def decode_step_rows(num_layers: int, ctx: int = 512):
+    """A whole decode step (all layers + LM head), one CUDA graph, cold weights, PDL off / on."""
+    qn = (HQ + 2 * HKV) * D
+    layers = [dict(an=torch.randn(H, device="cuda", dtype=BF), qkv=torch.randn(qn, H, device="cuda", dtype=BF) * .02,
+                   b=torch.randn(qn, device="cuda", dtype=BF), o=torch.randn(H, HQ * D, device="cuda", dtype=BF) * .02,
+                   mn=torch.randn(H, device="cuda", dtype=BF), gu=torch.randn(2 * I, H, device="cuda", dtype=BF) * .02,
+                   dn=torch.randn(H, I, device="cuda", dtype=BF) * .02) for _ in range(num_layers)]
+    lm, nw = torch.randn(V, H, device="cuda", dtype=BF) * .02, torch.randn(H, device="cuda", dtype=BF)
+    t_max = ctx + 64
+    k = torch.randn(num_layers, HKV, t_max, D, device="cuda", dtype=BF)
+    v = torch.randn_like(k)
+    cos, sin = rope_tables(t_max, D, device="cuda")
+    pos = torch.tensor([ctx], dtype=torch.int32, device="cuda")
+    x0, x = torch.randn(H, device="cuda"), torch.empty(H, device="cuda")
+    qkv, attn = torch.empty(qn, device="cuda"), torch.empty(HQ * D, device="cuda")
+    h, logits = torch.empty(I, device="cuda"), torch.empty(V, device="cuda")
+    ws = AttentionWorkspace(HQ, D, default_num_splits(HKV, "cuda"), "cuda")
+    weight_bytes = sum(t.numel() * t.element_size() for lw in layers for t in lw.values()) + lm.numel() * 2
+    nb = weight_bytes + 2 * num_layers * HKV * (ctx + 1) * D * 2
+
+    def step(pdl):
+        x.copy_(x0)
+        for i, lw in enumerate(layers):
+            rmsnorm_gemv(x, lw["qkv"], qkv, norm_w=lw["an"], bias=lw["b"], pdl=pdl)
+            decode_attention(qkv, pos, k[i], v[i], cos, sin, attn, ws, 1 / math.sqrt(D), pdl=pdl)
+            gemv_residual(attn, lw["o"], x, pdl=pdl)
+            rmsnorm_gate_up_silu(x, lw["mn"], 1e-6, lw["gu"], h, pdl=pdl)
+            gemv_residual(h, lw["dn"], x, pdl=pdl)
+        rmsnorm_gemv(x, lm, logits, norm_w=nw, pdl=pdl)
+
+    rows = []
+    for pdl in (False, True):
+        step(pdl)  # autotune / compile outside the capture
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            step(pdl)
+        us = bench(g.replay, rep_ms=500)
+        rows.append((f"decode step graph{' pdl' if pdl else ''}", f"{num_layers}L ctx {ctx}", nb, us,
+                     f" -> {1e6 / us:.0f} tok/s"))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--layers", type=int, default=28)
+    ap.add_argument("--no-cublas", action="store_true")
+    args = ap.parse_args()
+    assert torch.cuda.is_available(), "bench_kernels needs a CUDA GPU"
+    torch.manual_seed(0)
+    print(f"device: {torch.cuda.get_device_name()}  torch {torch.__version__}  triton {triton.__version__}")
+    bw = copy_bandwidth()
+    print(f"copy bandwidth (read+write): {bw:.0f} GB/s", flush=True)
+    rows = gemv_rows(not args.no_cublas)
+    for r in rows:
+        print(f"  {r[0]:<28} best config{r[4]}" if r[4] else f"  {r[0]}", flush=True)
+    rows += attention_rows()
+    rows += decode_step_rows(args.layers)
+    print()
+    print(f"{'kernel':<30}{'shape':>16}{'us':>10}{'GB/s':>9}{'% copy':>8}")
+    for name, shape, nb, us, note in rows:
+        gbs = nb / us / 1e3
+        extra = note if note.startswith(" ->") else ""
+        print(f"{name:<30}{shape:>16}{us:>10.2f}{gbs:>9.0f}{100 * gbs / bw:>7.0f}%{extra}")
+
+
+if __name__ == "__main__":
+    main()
