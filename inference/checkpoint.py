@@ -249,6 +249,10 @@ def expected_tensors(cfg: ModelConfig) -> dict[str, tuple[int, ...]]:
 
 
 def _validate(cfg: ModelConfig, present: dict[str, TensorInfo]) -> None:
+    if cfg.model_type == "llama" and cfg.attention_bias:
+        # transformers' Llama puts the bias on o_proj too; LayerWeights has no o_proj bias.
+        raise CheckpointError("config.json: llama with attention_bias=true is not supported "
+                              "(it adds a bias to o_proj as well, which this engine does not implement)")
     expected = expected_tensors(cfg)
     missing = [n for n in expected if n not in present]
     if missing:

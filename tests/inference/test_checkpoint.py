@@ -132,6 +132,16 @@ def test_bias_without_attention_bias_is_unexpected(synth_dir, tmp_path):
     assert "unexpected tensor model.layers.0.self_attn.q_proj.bias" in msg and "attention_bias" in msg
 
 
+def test_llama_attention_bias_is_refused_clearly(synth_dir, tmp_path):
+    # transformers' Llama with attention_bias=True also has o_proj.bias, which we do not implement.
+    d = tmp_path / "llama"
+    shutil.copytree(synth_dir("tiny-llama"), d)
+    cfg = json.loads((d / "config.json").read_text())
+    (d / "config.json").write_text(json.dumps({**cfg, "attention_bias": True}))
+    msg = raises_checkpoint_error(load_weights, d, cfg_of(d))
+    assert "attention_bias" in msg and "o_proj" in msg
+
+
 def test_integer_tensor_is_refused(tiny):
     rewrite(tiny, lambda t: {**t, "model.norm.weight": torch.ones(64, dtype=torch.int8)})
     msg = raises_checkpoint_error(load_weights, tiny, cfg_of(tiny))
