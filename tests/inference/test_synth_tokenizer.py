@@ -54,6 +54,15 @@ def test_same_seed_same_files_other_seed_other_filler(tmp_path):
     assert (a / "tokenizer.json").read_bytes() != (c / "tokenizer.json").read_bytes()
 
 
+def test_smaller_vocabularies_are_prefixes_of_larger_ones(tmp_path, qwen_tok_dir):
+    small = write_tokenizer(tmp_path, 1024)
+    a = json.loads((tmp_path / "tokenizer.json").read_text())["model"]
+    b = json.loads((qwen_tok_dir / "tokenizer.json").read_text())["model"]
+    n = small["bpe_size"]
+    assert {t: i for t, i in b["vocab"].items() if i < n} == {t: i for t, i in a["vocab"].items() if i < n}
+    assert a["merges"] == b["merges"][:n - 256]
+
+
 def test_without_fim_flag_has_no_fim_tokens(tmp_path):
     info = write_tokenizer(tmp_path, 1024, fim=False)
     assert set(info["special_tokens"]) == {"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
