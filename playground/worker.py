@@ -166,7 +166,7 @@ class Worker:
 
     async def run(self) -> None:
         """Serve forever (until cancelled): jobs, cancel messages, heartbeats."""
-        self.channel = await self.layer.new_channel("worker.")
+        self.channel = await self.layer.new_channel("worker")
         await self.heartbeat()
         tasks = [asyncio.create_task(self._job_loop()), asyncio.create_task(self._control_loop()),
                  asyncio.create_task(self._heartbeat_loop())]

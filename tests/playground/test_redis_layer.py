@@ -1,0 +1,113 @@
+"""Scale-out on a REAL Redis: two workers (each its own RedisChannelLayer and Engine, as two
+processes would have) share the "inference" queue; every job is served by exactly one of
+them, both take work, and a cancel reaches the busy worker through its control channel.
+"""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+from channels.db import database_sync_to_async
+
+from inference.engine import Engine
+from playground.models import Run
+from playground.services import RunRequest, job_message
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server); needed for the real-Redis test")
+    port = free_port()
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            break
+        except OSError:
+            if time.monotonic() > deadline or proc.poll() is not None:
+                proc.kill()
+                pytest.fail("redis-server did not start")
+            time.sleep(0.05)
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.terminate()
+    proc.wait(10)
+
+
+def redis_layer(url):
+    from channels_redis.core import RedisChannelLayer
+
+    return RedisChannelLayer(hosts=[url], expiry=900, capacity=1000)
+
+
+@database_sync_to_async
+def new_run(request: RunRequest) -> int:
+    return Run.objects.create(mode=request.mode, code=request.code, params=request.params).pk
+
+
+async def read_run(web, channel, timeout=60):
+    """All gen.* messages of one run, up to gen.done / gen.error."""
+    messages = []
+    while True:
+        msg = await asyncio.wait_for(web.receive(channel), timeout)
+        messages.append(msg)
+        if msg["type"] in ("gen.done", "gen.error"):
+            return messages
+
+
+async def test_each_job_goes_to_exactly_one_worker(redis_url, tiny_model_dir, start_worker):
+    engines = [Engine.from_pretrained(tiny_model_dir, device="cpu") for _ in range(2)]
+    web = redis_layer(redis_url)  # plays the Daphne process
+    async with start_worker(engines[0], redis_layer(redis_url), worker_id="w-a") as a, \
+            start_worker(engines[1], redis_layer(redis_url), worker_id="w-b") as b:
+        jobs = []
+        for i in range(6):
+            request = RunRequest("complete", code=f"def job_{i}():", params={"max_tokens": 40})
+            run_id = await new_run(request)
+            reply = await web.new_channel()
+            await web.send("inference", job_message(run_id, request, reply))
+            jobs.append((run_id, reply))
+        results = await asyncio.gather(*(read_run(web, reply) for _, reply in jobs))
+
+        served_by = {}
+        for (run_id, _), messages in zip(jobs, results):
+            started = [m for m in messages if m["type"] == "gen.started"]
+            assert len(started) == 1 and messages[-1]["type"] == "gen.done"
+            assert all(m["run_id"] == run_id for m in messages)
+            served_by[run_id] = started[0]["worker_id"]
+            assert messages[-1]["stats"]["worker_id"] == served_by[run_id]
+        assert set(served_by.values()) == {"w-a", "w-b"}  # both took work
+        assert a.jobs_done + b.jobs_done == 6
+        rows = await database_sync_to_async(lambda: dict(Run.objects.values_list("pk", "worker_id")))()
+        assert rows == served_by
+
+        # Nothing left over: no job was delivered twice or lost on the queue.
+        await asyncio.sleep(0.2)
+        assert a.current is None and b.current is None and a.jobs_done + b.jobs_done == 6
+
+        # Cancel through Redis reaches the busy worker's control channel.
+        request = RunRequest("complete", code="def f():", params={"max_tokens": 2000})
+        run_id = await new_run(request)
+        reply = await web.new_channel()
+        await web.send("inference", job_message(run_id, request, reply))
+        started = await asyncio.wait_for(web.receive(reply), 30)
+        assert started["type"] == "gen.started"
+        await web.send(started["worker_channel"], {"type": "job.cancel", "run_id": run_id})
+        messages = await read_run(web, reply, timeout=15)
+        assert messages[-1]["finish_reason"] == "cancelled"
+        assert messages[-1]["stats"]["generated_tokens"] < 2000
