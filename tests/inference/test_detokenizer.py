@@ -81,3 +81,10 @@ def test_flush_releases_an_incomplete_character(tok):
 
 def test_nothing_pushed_flushes_empty(tok):
     assert IncrementalDetokenizer(tok).flush() == ""
+
+
+def test_ids_beyond_the_tokenizer_decode_to_nothing(tok):
+    # Real checkpoints pad the embedding past the tokenizer (Qwen: 151,665 tokens, 151,936 rows).
+    ids = tok.encode("ab") + [tok.vocab_size + 5] + tok.encode("cd")
+    deltas, tail = stream(tok, ids)
+    assert "".join(deltas) + tail == "abcd" == tok.decode(ids)

@@ -151,3 +151,33 @@ def test_malformed_chat_messages_are_prompt_errors():
         Prompt.chat([{"role": "user", "content": "a"}, {"role": "user"}])
     with pytest.raises(PromptError, match="system message"):
         Prompt.chat([{"role": "system", "content": "a"}], system="b")
+
+
+LLAMA3_STYLE_TEMPLATE = (
+    "{{- bos_token }}\n"
+    "{%- if not date_string is defined %}{%- set date_string = strftime_now('%d %b %Y') %}{%- endif %}\n"
+    "{%- if messages[0]['role'] == 'system' %}\n"
+    "    {%- set system_message = messages[0]['content']|trim %}\n"
+    "    {%- set messages = messages[1:] %}\n"
+    "{%- else %}\n"
+    "    {%- set system_message = '' %}\n"
+    "{%- endif %}\n"
+    "{{- '<|im_start|>system\\n' + 'Today Date: ' + date_string + '\\n\\n' + system_message + '<|im_end|>' }}\n"
+    "{%- for message in messages %}\n"
+    "    {{- '<|im_start|>' + message['role'] + '\\n\\n' + message['content'] | trim + '<|im_end|>' }}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n\\n' }}\n"
+    "{%- endif %}\n"
+)
+
+
+def test_bos_in_the_template_is_encoded_once(bos_tok_dir, tmp_path):
+    # Llama-3 templates start with {{ bos_token }}; chat text is encoded without the
+    # post-processor's BOS, so the prompt has exactly one.
+    tok = with_template(bos_tok_dir, tmp_path / "m", LLAMA3_STYLE_TEMPLATE)
+    ref = transformers.AutoTokenizer.from_pretrained(bos_tok_dir)
+    messages = [{"role": "system", "content": " Be brief. "}, {"role": "user", "content": "def f():\n  pass"}]
+    ids = build_prompt_ids(Prompt.chat(messages), tok)
+    assert ids == hf_chat_ids(ref, messages, chat_template=LLAMA3_STYLE_TEMPLATE)
+    assert ids[0] == tok.bos_token_id and ids.count(tok.bos_token_id) == 1
