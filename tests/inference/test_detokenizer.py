@@ -1,8 +1,11 @@
 """Specs for inference.detokenizer.IncrementalDetokenizer: streamed text equals the full decode."""
 
+import json
 import random
 
 import pytest
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models, normalizers, trainers
 
 from inference.detokenizer import IncrementalDetokenizer
 from inference.tokenizer import Tokenizer
@@ -88,3 +91,44 @@ def test_ids_beyond_the_tokenizer_decode_to_nothing(tok):
     ids = tok.encode("ab") + [tok.vocab_size + 5] + tok.encode("cd")
     deltas, tail = stream(tok, ids)
     assert "".join(deltas) + tail == "abcd" == tok.decode(ids)
+
+
+def write_sentencepiece_style(d):
+    """A Llama-2 / CodeLlama style tokenizer: "▁" for spaces, <0xNN> byte fallback, and a
+    decoder that strips the first leading space (decoding a window changes its first token)."""
+    corpus = ["def hello_world():\n    print('hello world')\n", "the quick brown fox jumps over the lazy dog"] * 50
+    t = HFTokenizer(models.BPE(unk_token="<unk>", byte_fallback=True))
+    t.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    t.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=300, show_progress=False))
+    js = json.loads(t.to_str())
+    base = ["<unk>", "<s>", "</s>"] + [f"<0x{i:02X}>" for i in range(256)]
+    vocab = {tok: i for i, tok in enumerate(base)}
+    for tok, _ in sorted(js["model"]["vocab"].items(), key=lambda kv: kv[1]):
+        vocab.setdefault(tok, len(vocab))
+    js["model"]["vocab"] = vocab
+    js["added_tokens"] = [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                           "normalized": False, "special": True} for i, c in enumerate(base[:3])]
+    js["decoder"] = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "▁"}, "content": " "},
+        {"type": "ByteFallback"}, {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]}
+    js["post_processor"] = {
+        "type": "TemplateProcessing",
+        "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+        "pair": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                 {"SpecialToken": {"id": "<s>", "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+    (d / "tokenizer.json").write_text(json.dumps(js))
+    (d / "tokenizer_config.json").write_text(json.dumps({"bos_token": "<s>", "eos_token": "</s>"}))
+
+
+def test_sentencepiece_style_decoders_keep_every_space(tmp_path):
+    write_sentencepiece_style(tmp_path)
+    tok = Tokenizer.from_dir(tmp_path)
+    for name, text in TEXTS.items():
+        ids = tok.encode(text)
+        assert ids[0] == tok.bos_token_id
+        deltas, tail = stream(tok, ids)
+        assert "".join(deltas) + tail == tok.decode(ids, skip_special_tokens=True), name
+        assert not any("\ufffd" in d for d in deltas), name
+    deltas, _ = stream(tok, tok.encode("x  y"))
+    assert "".join(deltas) == "x  y"

@@ -123,3 +123,5 @@ def test_full_size_vocab_loads_fast(tmp_path):
     assert time.perf_counter() - t0 < 2.0
     assert tok.vocab_size == 151936
     assert tok.eos_token_ids == (151936 - 7,)
+    empty = [i for i in range(tok.vocab_size) if not tok.decode([i])]
+    assert empty == []  # filler ids too: a random-weight model samples anything
