@@ -23,6 +23,14 @@ and host memory holds one tensor at a time. Weights are a function of (shape, la
 dtype, device): the same on every run and for any shard count, but CPU and CUDA generators
 give different numbers.
 
+Measured (2026-11-22, one H200, bf16, --device cuda; load = checkpoint.load_weights to cuda):
+    qwen2.5-coder-1.5b  3.09 GB, 1 file     write 2.9 s   load 0.4-0.7 s
+    qwen2.5-coder-3b    6.17 GB, 2 shards   write 6.1 s   load 1.0-1.5 s
+    qwen3-1.7b          4.06 GB, 2 shards   write 2.9 s   load 0.5 s
+    llama-3.2-1b        2.47 GB, 1 file     write 2.8 s   load 0.4 s
+(peak GPU memory while loading = the weights themselves). Tiny shapes: ~10-40 ms each on CPU,
+plus ~1 s once per process to train the synthetic tokenizer.
+
 Not here: real tokenizers or real weights (nothing is ever downloaded), quantized formats.
 """
 
