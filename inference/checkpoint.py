@@ -208,7 +208,11 @@ def scan_checkpoint(model_dir: str | Path) -> dict[str, TensorInfo]:
     weight_map = _read_index(index) if index.is_file() else None
     tensors: dict[str, TensorInfo] = {}
     for file in weight_files(path):
-        for tname, info in read_safetensors_header(file).items():
+        try:
+            header = read_safetensors_header(file)
+        except OSError as e:  # unreadable (permissions, I/O error): still one clear message
+            raise CheckpointError(f"{file.name}: cannot read ({e.strerror or e})") from None
+        for tname, info in header.items():
             if tname in tensors:
                 raise CheckpointError(
                     f"tensor {tname} appears in both {tensors[tname].file.name} and {file.name}")
