@@ -342,3 +342,20 @@ def test_generation_config_single_eos_and_absent_file(tmp_path):
 def test_generation_config_that_is_not_json(tmp_path):
     (tmp_path / "generation_config.json").write_text("{")
     assert "not valid JSON" in raises_checkpoint_error(load_generation_config, tmp_path)
+
+
+# --- GPU: straight to the device ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", ["tiny", "tiny-qwen3", "tiny-llama"])
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_load_equals_cpu_load(synth_dir, shape, dtype):
+    d = synth_dir(shape, shards=2)
+    cfg = cfg_of(d)
+    a, b = load_weights(d, cfg, dtype=dtype), load_weights(d, cfg, device="cuda", dtype=dtype)
+    assert b.device.type == "cuda" and b.dtype == dtype and b.tied == a.tied
+    for ta, tb in zip([a.embed, a.norm, a.lm_head] + [t for l in a.layers for t in l.tensors()],
+                      [b.embed, b.norm, b.lm_head] + [t for l in b.layers for t in l.tensors()], strict=True):
+        assert tb.is_cuda and torch.equal(ta, tb.cpu())

@@ -192,3 +192,15 @@ def test_tied_head_copy_equals_the_embedding_and_loads(tmp_path, monkeypatch):
     assert torch.equal(merged["lm_head.weight"], merged["model.embed_tokens.weight"])
     w = load_weights(d, ModelConfig.from_file(d / "config.json"))
     assert w.tied
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_writes_are_deterministic_and_load_cleanly(tmp_path, transformers_auto):
+    a = write_checkpoint("tiny-qwen3", tmp_path / "a", device="cuda", shards=2)
+    b = write_checkpoint("tiny-qwen3", tmp_path / "b", device="cuda", shards=2)
+    for f in sorted(p.name for p in a.glob("*.safetensors")):
+        assert (a / f).read_bytes() == (b / f).read_bytes()
+    assert json.loads((a / "synth.json").read_text())["device"] == "cuda"
+    _, info = transformers_auto.from_pretrained(a, output_loading_info=True)
+    assert not any(info.values())
