@@ -65,7 +65,7 @@ class GenerateConsumer(AsyncWebsocketConsumer):
         self.run_id, self.worker_channel, self.stop_requested = run_id, None, False
         await self.channel_layer.send(settings.PLAYGROUND_QUEUE_CHANNEL,
                                       job_message(run_id, request, self.channel_name))
-        await self.send_json({"type": "accepted", "run_id": run_id})
+        await self.send_json({"type": "accepted", "run_id": run_id, "queued_ahead": await records.queued_ahead(run_id)})
 
     async def _stop(self):
         self.stop_requested = True

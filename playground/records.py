@@ -27,6 +27,12 @@ def create_run(request: RunRequest, session_key: str) -> int:
 
 
 @database_sync_to_async
+def queued_ahead(run_id: int) -> int:
+    """How many queued runs were created before this one (all workers together)."""
+    return Run.objects.filter(status=Run.QUEUED, pk__lt=run_id).count()
+
+
+@database_sync_to_async
 def cancel_if_queued(run_id: int) -> bool:
     """Stop before a worker took the job: the worker will skip it."""
     return bool(

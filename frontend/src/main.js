@@ -10,7 +10,7 @@ const $ = (id) => document.getElementById(id);
 const MODE_HINTS = {
   complete: "Continues the code in the editor from its end.",
   infill: "Writes the code that belongs at the cursor, between the text before and after it.",
-  instruct: "Describe what you want below; the model answers in chat mode.",
+  instruct: "Describe what you want; the model answers in chat mode (optionally about the code in the editor).",
 };
 
 function readInitial() {
@@ -74,6 +74,7 @@ function setupEditorPage() {
     mode = next;
     for (const input of document.querySelectorAll('input[name="mode"]')) input.checked = input.value === mode;
     $("instruction").hidden = mode !== "instruct";
+    $("include-code-box").hidden = mode !== "instruct";
     $("mode-hint").textContent = MODE_HINTS[mode];
   }
   for (const input of document.querySelectorAll('input[name="mode"]')) {
@@ -111,7 +112,7 @@ function setupEditorPage() {
       case "accepted":
         awaitingAccept = false;
         runId = msg.run_id;
-        setStatus("queued", "queued");
+        setStatus(msg.queued_ahead ? `queued (${msg.queued_ahead} ahead)` : "queued", "queued");
         break;
       case "started":
         setStatus("running", "running");
@@ -163,7 +164,11 @@ function setupEditorPage() {
       runCursor = editor.state.selection.main.head;
       frame.prefix = code.slice(0, runCursor);
       frame.suffix = code.slice(runCursor);
-    } else frame.instruction = $("instruction").value;
+    } else {
+      const instruction = $("instruction").value;
+      frame.instruction = $("include-code").checked && code.trim() && instruction.trim()
+        ? `${instruction}\n\n\`\`\`python\n${code}\n\`\`\`` : instruction;
+    }
     renderer.reset();
     firstFrameAt = 0;
     sentAt = performance.now();
