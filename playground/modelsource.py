@@ -49,6 +49,7 @@ def synthetic_checkpoint(device: str, cache_dir: Path | None = None) -> Path:
 
 
 def model_argument(model: str | None, device: str) -> str:
+    """--model, else PLAYGROUND_MODEL, else the synthetic checkpoint's folder."""
     model = model or settings.PLAYGROUND_MODEL
     return model if model else str(synthetic_checkpoint(device))
 
@@ -56,6 +57,11 @@ def model_argument(model: str | None, device: str) -> str:
 def load_engine(model: str | None, device: str | None = None, dtype: str | None = None):
     """Engine for the worker; raises EngineError (CheckpointError etc.) with a clear message."""
     from inference.engine import Engine
+    from inference.errors import EngineError
 
     device = device or default_device()
+    if device.startswith("cuda") and default_device() != "cuda":  # before writing a GPU-sized synthetic model
+        raise EngineError(f"device {device!r} requested but no CUDA GPU is available (use --device cpu)")
+    if device != "cpu" and not device.startswith("cuda"):
+        raise EngineError(f"unknown device {device!r} (use cpu, cuda or cuda:N)")
     return Engine.from_pretrained(model_argument(model, device), device=device, dtype=dtype)

@@ -8,6 +8,7 @@ Environment variables (all optional):
   PLAYGROUND_SECRET_KEY     secret key (else one is created once in the cache dir)
   PLAYGROUND_DEBUG          "1" for Django debug pages
   PLAYGROUND_ALLOWED_HOSTS  comma list (default 127.0.0.1,localhost,[::1])
+  PLAYGROUND_CSRF_TRUSTED_ORIGINS  comma list, e.g. https://play.example.com (behind a TLS proxy)
   PLAYGROUND_DB             SQLite path (default ./db.sqlite3)
   PLAYGROUND_CACHE_DIR      where synthetic checkpoints and the secret key live
   PLAYGROUND_MODEL          model folder or hub id for the worker
@@ -61,6 +62,9 @@ ALLOWED_HOSTS = [
     h.strip()
     for h in os.environ.get("PLAYGROUND_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
     if h.strip()
+]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("PLAYGROUND_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
 
 INSTALLED_APPS = [

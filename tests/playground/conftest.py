@@ -6,11 +6,38 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from channels.layers import get_channel_layer
 
 ORIGIN = [(b"origin", b"http://127.0.0.1"), (b"host", b"127.0.0.1")]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, log: Path, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                pytest.fail(f"process did not start listening on {port}:\n{log.read_text()}")
+            time.sleep(0.1)
 
 
 @pytest.fixture(scope="session")
@@ -67,3 +94,76 @@ def ws_headers():
 async def worker(engine, layer, transactional_db):
     async with running_worker(engine, layer) as w:
         yield w
+
+
+@pytest.fixture(scope="session")
+def free_tcp_port():
+    """Call it for a free loopback port."""
+    return free_port
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    """A throwaway redis-server on a free loopback port (no persistence)."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        pytest.skip("redis-server is not installed (apt-get install redis-server); needed for the real-Redis tests")
+    port = free_port()
+    log = tmp_path / "redis.log"
+    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(tmp_path)], stdout=log.open("w"), stderr=subprocess.STDOUT)
+    wait_for_port(port, proc, log, timeout=10)
+    yield f"redis://127.0.0.1:{port}/0"
+    proc.terminate()
+    proc.wait(10)
+
+
+class Processes:
+    """Subprocesses of the repo's manage.py / daphne, killed at teardown; logs in tmp."""
+
+    def __init__(self, tmp: Path, env: dict):
+        self.tmp, self.env, self.procs = tmp, env, []
+
+    def start(self, name: str, *args: str, port: int | None = None) -> subprocess.Popen:
+        log = self.tmp / f"{name}.log"
+        proc = subprocess.Popen([sys.executable, *args], cwd=REPO, env=self.env, stdout=log.open("w"),
+                                stderr=subprocess.STDOUT)
+        self.procs.append((proc, log))
+        if port is not None:
+            wait_for_port(port, proc, log)
+        return proc
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {log.name}\n{log.read_text()}" for _, log in self.procs)
+
+    def stop(self):
+        for proc, _ in self.procs:
+            proc.terminate()
+        for proc, _ in self.procs:
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def playground_env(tmp: Path, **extra) -> dict:
+    """Environment for a live server: temp DB and cache, no inherited model/Redis settings."""
+    env = dict(os.environ, PLAYGROUND_DB=str(tmp / "db.sqlite3"), PLAYGROUND_CACHE_DIR=str(tmp / "cache"),
+               PLAYGROUND_SECRET_KEY="live-test", PYTHONUNBUFFERED="1")
+    for key in ("REDIS_URL", "PLAYGROUND_MODEL"):
+        env.pop(key, None)
+    env.update(extra)
+    return env
+
+
+@pytest.fixture(scope="module")
+def processes_factory():
+    made = []
+
+    def make(tmp: Path, **extra) -> Processes:
+        made.append(Processes(tmp, playground_env(tmp, **extra)))
+        return made[-1]
+
+    yield make
+    for procs in made:
+        procs.stop()

@@ -1,19 +1,19 @@
-"""Real browser, real server: headless Debian Chromium (Playwright) against
-`python manage.py playground` (Daphne + in-process worker + the default synthetic "tiny"
-checkpoint, written into a temp cache dir) on a free loopback port with a temp database.
+"""Real browser, real servers: headless Debian Chromium (Playwright) against live processes.
 
-Types code, runs with Ctrl-Enter, watches text and tok/s stream, stops a long run, saves,
-opens the share link and forks it. Screenshots go to a temp folder (path printed).
+1. The embedded default: `python manage.py playground` (Daphne + in-process worker + the
+   default synthetic "tiny" checkpoint written into a temp cache dir, temp SQLite DB) on a
+   free loopback port. Types code, runs with Ctrl-Enter, watches text and tok/s stream,
+   stops a long run, saves, opens the share link and forks it. Screenshots go to a temp
+   folder (path printed).
+2. The client renderer at 2,000 tok/s with reordered and duplicated frames.
+3. The production layout: Redis, two web processes (`manage.py playground --no-worker` and
+   plain `daphne playground.asgi:application`) and two `manage.py playground_worker`s.
 Never runs `playwright install`: it drives /usr/bin/chromium.
 """
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
+import sqlite3
 import time
 from pathlib import Path
 
@@ -24,61 +24,41 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--no-first-run"]
-REPO = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+DONE = "['length','stop','cancelled'].includes(document.querySelector('#status').textContent)"
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
+def server(tmp_path_factory, processes_factory, free_tcp_port):
     tmp = tmp_path_factory.mktemp("live_playground")
-    port = free_port()
-    env = dict(os.environ, PLAYGROUND_DB=str(tmp / "db.sqlite3"), PLAYGROUND_CACHE_DIR=str(tmp / "cache"),
-               PLAYGROUND_SECRET_KEY="browser-test", PYTHONUNBUFFERED="1")
-    env.pop("REDIS_URL", None)
-    env.pop("PLAYGROUND_MODEL", None)
-    log = open(tmp / "server.log", "w")
-    proc = subprocess.Popen([sys.executable, "manage.py", "playground", "--port", str(port), "--device", "cpu"],
-                            cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"server did not start:\n{(tmp / 'server.log').read_text()}")
-            time.sleep(0.1)
-    yield f"http://127.0.0.1:{port}"
-    proc.terminate()
-    try:
-        proc.wait(15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    port = free_tcp_port()
+    procs = processes_factory(tmp)
+    procs.start("playground", "manage.py", "playground", "--port", str(port), "--device", "cpu", port=port)
+    return f"http://127.0.0.1:{port}"
 
 
 @pytest.fixture
-def page(tmp_path):
+def browser():
     if not Path(CHROMIUM).exists():
         pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        context = browser.new_context(viewport={"width": 1440, "height": 900})
-        page = context.new_page()
-        errors = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        yield page
+        yield browser
         browser.close()
-        assert not errors, errors
+
+
+@pytest.fixture
+def page(browser):
+    """A page in a fresh context (own cookies); fails the test on any JS or console error."""
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    yield page
+    context.close()
+    assert not errors, errors
 
 
 def number(page, selector) -> float:
@@ -182,3 +162,34 @@ def test_renderer_keeps_up_with_2000_tok_s_in_order_and_inert(server, page):
     assert result["same"] and result["problems"] == [] and result["injected"] == 0
     assert result["tokens"] == "6,000"
     assert result["renders"] <= result["pushed"] // 2 + 2  # at most one paint per animation frame
+
+
+def test_production_layout_over_redis(redis_url, tiny_model_dir, processes_factory, free_tcp_port,
+                                      browser, tmp_path):
+    web_a, web_b = free_tcp_port(), free_tcp_port()
+    procs = processes_factory(tmp_path, REDIS_URL=redis_url)
+    procs.start("web-a", "manage.py", "playground", "--no-worker", "--port", str(web_a), port=web_a)  # migrates
+    for name in ("w1", "w2"):
+        procs.start(name, "manage.py", "playground_worker", "--device", "cpu", "--model", str(tiny_model_dir),
+                    "--worker-id", name)
+    procs.start("web-b", "-m", "daphne", "-b", "127.0.0.1", "-p", str(web_b), "playground.asgi:application",
+                port=web_b)
+    db = tmp_path / "db.sqlite3"
+    deadline = time.monotonic() + 60
+    while sqlite3.connect(db).execute("select count(*) from playground_workerstatus").fetchone()[0] < 2:
+        assert time.monotonic() < deadline, procs.logs()
+        time.sleep(0.2)
+
+    for port in (web_a, web_b, web_a, web_b):
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{port}/")
+        page.wait_for_selector(".cm-editor")
+        page.fill("#p-max_tokens", "24")
+        page.click("#run")
+        page.wait_for_function(DONE, timeout=30000)
+        assert page.locator("#output").inner_text().strip(), procs.logs()
+        context.close()
+    rows = sqlite3.connect(db).execute("select status, worker_id from playground_run").fetchall()
+    assert len(rows) == 4 and {status for status, _ in rows} <= {"done"}
+    assert {worker for _, worker in rows} <= {"w1", "w2"}

@@ -34,3 +34,14 @@ def test_a_missing_model_folder_is_a_clear_error(tmp_path):
 def test_playground_worker_needs_redis(settings):
     with pytest.raises(CommandError, match="REDIS_URL"):
         call_command("playground_worker", "--device", "cpu")
+
+
+def test_cuda_without_a_gpu_is_refused_before_writing_anything(tmp_path, settings):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    settings.PLAYGROUND_CACHE_DIR = tmp_path
+    with pytest.raises(EngineError, match="no CUDA GPU"):
+        load_engine(None, "cuda")
+    assert not (tmp_path / "synth").exists()

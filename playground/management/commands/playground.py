@@ -49,6 +49,9 @@ class Command(BaseCommand):
         worker = None
         if not no_worker:
             device = device or default_device()
+            if not (model or settings.PLAYGROUND_MODEL):
+                self.stdout.write(f"No --model / PLAYGROUND_MODEL: serving a synthetic random-weight checkpoint "
+                                  f"(written once under {settings.PLAYGROUND_CACHE_DIR / 'synth'})")
             self.stdout.write(f"Loading model on {device} ...")
             try:
                 engine = load_engine(model, device, dtype)
