@@ -32,7 +32,7 @@ class GenerateConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code):
         if self.run_id is not None:
-            await self._stop()
+            await self._stop(notify=False)
 
     # -- browser -> server ---------------------------------------------------------------
     async def receive(self, text_data=None, bytes_data=None):
@@ -67,14 +67,15 @@ class GenerateConsumer(AsyncWebsocketConsumer):
                                       job_message(run_id, request, self.channel_name))
         await self.send_json({"type": "accepted", "run_id": run_id, "queued_ahead": await records.queued_ahead(run_id)})
 
-    async def _stop(self):
+    async def _stop(self, notify: bool = True):
         self.stop_requested = True
         if self.worker_channel:
             await self.channel_layer.send(self.worker_channel, {"type": "job.cancel", "run_id": self.run_id})
         elif await records.cancel_if_queued(self.run_id):
             run_id, self.run_id = self.run_id, None
-            await self.send_json({"type": "done", "run_id": run_id, "finish_reason": "cancelled",
-                                  "stats": {"finish_reason": "cancelled", "generated_tokens": 0}})
+            if notify:
+                await self.send_json({"type": "done", "run_id": run_id, "finish_reason": "cancelled",
+                                      "stats": {"finish_reason": "cancelled", "generated_tokens": 0}})
 
     # -- worker -> server (channel layer) ------------------------------------------------
     async def gen_started(self, message):

@@ -64,7 +64,10 @@ class Command(BaseCommand):
             worker = Worker(engine, get_channel_layer())
         elif not settings.REDIS_URL:
             self.stderr.write("warning: --no-worker with the in-memory layer: nothing will serve runs")
-        if host not in settings.ALLOWED_HOSTS and host not in ("0.0.0.0", "::"):
+        if host in ("0.0.0.0", "::"):
+            self.stderr.write("note: listening on all interfaces; set PLAYGROUND_ALLOWED_HOSTS to the names "
+                              "browsers use (requests and WebSocket origins are checked against it)")
+        elif host not in settings.ALLOWED_HOSTS:
             settings.ALLOWED_HOSTS.append(host.strip("[]"))
 
         def ready():
