@@ -14,7 +14,8 @@ Channels it uses:
                          sends {"type": "job.cancel", "run_id"} there on Stop or disconnect.
                          It is read all the time, also while a job is running.
 
-Engine.generate is a blocking generator: it runs in a one-thread executor and hands token
+Engine.generate is a blocking generator: it runs in a one-thread executor (so every engine
+call, the warm-up included, happens on the same thread) and hands token
 events to a FrameStream; the loop sends the first token at once, then one frame per
 ~20 ms with the text gathered meanwhile. Cancellation sets a threading.Event that the
 engine checks between steps, so a Stop lands within one frame.
@@ -36,6 +37,8 @@ from django.conf import settings
 
 from inference.engine import FinishEvent
 from inference.errors import EngineError
+from inference.prompts import Prompt
+from inference.sampling import SamplingParams
 
 from . import records
 from .services import build_prompt, request_from_job, sampling_params
@@ -167,6 +170,7 @@ class Worker:
     async def run(self) -> None:
         """Serve forever (until cancelled): jobs, cancel messages, heartbeats."""
         self.channel = await self.layer.new_channel("worker")
+        await asyncio.get_running_loop().run_in_executor(self.executor, self._warmup)
         await self.heartbeat()
         tasks = [asyncio.create_task(self._job_loop()), asyncio.create_task(self._control_loop()),
                  asyncio.create_task(self._heartbeat_loop())]
@@ -267,6 +271,15 @@ class Worker:
                                       "finish_reason": stats["finish_reason"]}, cancel)
         self.jobs_done += 1
         await self.heartbeat(job_finished=True)
+
+    def _warmup(self) -> None:
+        """A few tokens on the engine thread before serving: lazy compilation, CUDA-graph
+        capture and allocator growth happen here, not in the first user's TTFT."""
+        try:
+            for _ in self.engine.generate(Prompt.completion("def main():"), SamplingParams(max_tokens=4, seed=0)):
+                pass
+        except EngineError as e:
+            log.warning("worker %s: warm-up failed: %s", self.worker_id, e)
 
     def _generate(self, job: dict, cancel: threading.Event, stream: FrameStream) -> None:
         """Engine thread: run one generation into `stream`; always ends with stream.close()."""
