@@ -94,8 +94,10 @@ class ReferenceModel:
         cache.k[i, :, start:end] = k.transpose(0, 1)
         cache.v[i, :, start:end] = v.transpose(0, 1)
         group = Hq // Hkv
-        keys = cache.k[i, :, :end].repeat_interleave(group, dim=0)  # [Hq, S, D]
-        values = cache.v[i, :, :end].repeat_interleave(group, dim=0)
+        # The cache may be stored in a narrower dtype than we compute in (the fast path's bf16
+        # cache under a float32 oracle): read it back in the compute dtype.
+        keys = cache.k[i, :, :end].to(q.dtype).repeat_interleave(group, dim=0)  # [Hq, S, D]
+        values = cache.v[i, :, :end].to(q.dtype).repeat_interleave(group, dim=0)
 
         scores = (q.transpose(0, 1) @ keys.transpose(1, 2)) * (D ** -0.5)  # [Hq, T, S]
         q_pos = torch.arange(start, end, device=h.device)[:, None]

@@ -127,8 +127,7 @@ def filter_logits(logits: Tensor, temperature, top_k, top_p, min_p, use_sort: bo
         mass_before = torch.cumsum(probs, dim=-1) - probs
         rank = torch.arange(V, device=logits.device)
         k = torch.where(top_k > 0, top_k, V)
-        keep = (rank < k) & (mass_before < top_p)
-        keep[..., 0] = True
+        keep = ((rank < k) & (mass_before < top_p)) | (rank == 0)  # the top token always stays
         logits = torch.full_like(logits, float("-inf")).scatter(-1, order, sorted_logits.masked_fill(~keep, float("-inf")))
     if use_min_p:
         probs = torch.softmax(logits, dim=-1)
@@ -196,6 +195,6 @@ class Sampler:
             key = hash32((self.seed_key ^ hash32(self.step & _M32)) & _M32)
             token = torch.argmax(logits + gumbel_noise(self.token_hash, key), dim=-1, keepdim=True)
         if use_penalty:
-            self.seen[token] = True
+            self.seen.index_fill_(0, token, True)
         self.step.add_(1)
         return token

@@ -1,9 +1,14 @@
-"""Prefill for the GPU fast path: the reference forward with fused attention and a last-row head.
+"""Prefill for the GPU fast path: cuBLAS GEMMs + fused SDPA attention, replayed as CUDA graphs.
 
-Same math as `inference.reference` (whose RMSNorm and RoPE it reuses), but attention goes through
-PyTorch's scaled_dot_product_attention (flash kernels, no [T, T] score matrix) and only the last
-position goes through the final norm and the LM head. The GEMMs are cuBLAS. It fills the same
-[L, Hkv, Tmax, D] KV cache the decode kernels read. Prefill always starts at position 0.
+Same math as `inference.reference`, with three differences that matter on a GPU:
+- attention goes through PyTorch's scaled_dot_product_attention (flash kernels, no [T, T] scores);
+- the residual stream stays in float32 (like the decode kernels), so the KV cache the prompt
+  leaves behind is as accurate as the one decode writes;
+- only the last position goes through the final norm and the LM head.
+Prompts are padded to a power-of-two bucket and each bucket's forward is captured once as a CUDA
+graph, so TTFT is GPU time, not Python launch overhead. Padding sits after the prompt: causal
+attention keeps it out of every real position, and the KV rows it writes lie beyond the prompt,
+where decode overwrites each row before it first reads it.
 """
 
 from __future__ import annotations
@@ -12,36 +17,85 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..reference import KVCache, ReferenceModel, apply_rope, rms_norm
+from ..reference import KVCache, ReferenceModel
+
+MIN_BUCKET = 64
 
 
 class PrefillModel(ReferenceModel):
-    @torch.inference_mode()
-    def prefill(self, ids: Tensor, cache: KVCache) -> Tensor:
-        """ids [T] int64 -> logits of the last position [V] float32."""
-        cfg, w = self.cfg, self.w
-        x = w.embed[ids]  # [T, H]
-        for i, layer in enumerate(w.layers):
-            x = x + self._attention_sdpa(i, layer, rms_norm(x, layer.attn_norm, cfg.rms_norm_eps), cache)
-            h = rms_norm(x, layer.mlp_norm, cfg.rms_norm_eps)
-            gate, up = F.linear(h, layer.gate_up).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, layer.down)
-        last = rms_norm(x[-1:], w.norm, cfg.rms_norm_eps)
-        return F.linear(last, w.lm_head)[0].float()
+    def __init__(self, cfg, weights, max_len: int):
+        super().__init__(cfg, weights, max_len)
+        dt = weights.dtype
+        self.cos_full = torch.cat([self.cos, self.cos], -1).to(dt)  # [Tmax, D]
+        self.sin_full = torch.cat([self.sin, self.sin], -1).to(dt)
+        self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, Tensor, Tensor, Tensor]] = {}
 
-    def _attention_sdpa(self, i, layer, h: Tensor, cache: KVCache) -> Tensor:
-        cfg, T = self.cfg, h.shape[0]
+    def _norm(self, x: Tensor, w: Tensor) -> Tensor:
+        """RMSNorm of the float32 stream, handed to the GEMMs in the weights' dtype."""
+        return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg.rms_norm_eps) * w).to(w.dtype)
+
+    def _rope(self, x: Tensor, T: int) -> Tensor:
+        """x [T, heads, D] (q and k heads together) -> rotated, rotate-half convention."""
+        half = x.shape[-1] // 2
+        rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
+        return x * self.cos_full[:T, None] + rotated * self.sin_full[:T, None]
+
+    @torch.inference_mode()
+    def forward_last(self, ids: Tensor, last: Tensor, cache: KVCache) -> Tensor:
+        """ids [T] int64 from position 0; last: [1] index of the last real token -> logits [V] f32."""
+        cfg, w = self.cfg, self.w
+        T = ids.shape[0]
         Hq, Hkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
-        qkv = F.linear(h, layer.qkv, layer.qkv_bias)
-        q, k, v = qkv.split([cfg.q_size, cfg.kv_size, cfg.kv_size], dim=-1)
-        q, k, v = q.view(T, Hq, D), k.view(T, Hkv, D), v.view(T, Hkv, D)
-        if layer.q_norm is not None:
-            q = rms_norm(q, layer.q_norm, cfg.rms_norm_eps)
-            k = rms_norm(k, layer.k_norm, cfg.rms_norm_eps)
-        q, k = apply_rope(q, self.cos[:T], self.sin[:T]), apply_rope(k, self.cos[:T], self.sin[:T])
-        k, v = k.transpose(0, 1), v.transpose(0, 1)  # [Hkv, T, D]
-        cache.k[i, :, :T] = k
-        cache.v[i, :, :T] = v
-        out = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k[None], v[None], is_causal=True,
-                                             enable_gqa=Hq != Hkv)  # [1, Hq, T, D]
-        return F.linear(out[0].transpose(0, 1).reshape(T, cfg.q_size), layer.o)
+        x = w.embed[ids].float()  # [T, H] float32 residual stream
+        for i, layer in enumerate(w.layers):
+            qkv = F.linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias)
+            q, k, v = qkv.split([cfg.q_size, cfg.kv_size, cfg.kv_size], dim=-1)
+            q, k, v = q.view(T, Hq, D), k.view(T, Hkv, D), v.view(T, Hkv, D)
+            if layer.q_norm is not None:
+                q, k = self._head_norm(q, layer.q_norm), self._head_norm(k, layer.k_norm)
+            q, k = self._rope(q, T), self._rope(k, T)
+            k, v = k.transpose(0, 1), v.transpose(0, 1)  # [Hkv, T, D]
+            cache.k[i, :, :T] = k
+            cache.v[i, :, :T] = v
+            attn = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k[None], v[None], is_causal=True,
+                                                  enable_gqa=Hq != Hkv)  # [1, Hq, T, D]
+            x = x + F.linear(attn[0].transpose(0, 1).reshape(T, cfg.q_size), layer.o)
+            gate, up = F.linear(self._norm(x, layer.mlp_norm), layer.gate_up).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(gate) * up, layer.down)
+        h = self._norm(x.index_select(0, last), w.norm)  # [1, H]
+        return F.linear(h, w.lm_head)[0].float()
+
+    def _head_norm(self, x: Tensor, w: Tensor) -> Tensor:
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.cfg.rms_norm_eps)).to(x.dtype) * w
+
+    @torch.inference_mode()
+    def prefill(self, ids: Tensor, cache: KVCache, use_graph: bool = True) -> Tensor:
+        """ids [T] on the device -> logits of the last position [V] float32."""
+        T = ids.shape[0]
+        last = torch.tensor([T - 1], device=ids.device)
+        if not use_graph:
+            return self.forward_last(ids, last, cache)
+        bucket = min(max(MIN_BUCKET, 1 << (T - 1).bit_length()), cache.max_len)
+        graph, ids_buf, last_buf, out = self._graph(bucket, cache)
+        ids_buf.zero_()
+        ids_buf[:T].copy_(ids)
+        last_buf.copy_(last)
+        graph.replay()
+        return out
+
+    def _graph(self, bucket: int, cache: KVCache):
+        if bucket not in self.graphs:
+            dev = self.w.device
+            ids_buf = torch.zeros(bucket, dtype=torch.int64, device=dev)
+            last_buf = torch.zeros(1, dtype=torch.int64, device=dev)
+            stream = torch.cuda.Stream(dev)
+            stream.wait_stream(torch.cuda.current_stream(dev))
+            with torch.cuda.stream(stream):
+                self.forward_last(ids_buf, last_buf, cache)  # warm-up: cuBLAS/SDPA workspaces
+            torch.cuda.current_stream(dev).wait_stream(stream)
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, stream=stream):
+                out = self.forward_last(ids_buf, last_buf, cache)
+            self.graphs[bucket] = (graph, ids_buf, last_buf, out)
+        return self.graphs[bucket]

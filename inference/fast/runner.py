@@ -114,7 +114,7 @@ class FastRunner(Runner):
     def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
         ids = torch.tensor(prompt_ids, dtype=torch.int64).to(self.device, non_blocking=True)
         self.seed = self.sampler.configure(params, ids)
-        logits = self.model.prefill(ids, self.cache)
+        logits = self.model.prefill(ids, self.cache, use_graph=self.use_graph)
         self.token.copy_(self.sampler(logits))
         self.pos.fill_(len(prompt_ids))
         if self.use_graph:
