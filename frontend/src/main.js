@@ -224,7 +224,7 @@ function setupEditorPage() {
   $("save").addEventListener("click", save);
   $("insert").addEventListener("click", insertOutput);
   document.addEventListener("keydown", (e) => {
-    if ((e.ctrlKey || e.metaKey) && e.key === "Enter") { e.preventDefault(); run(); }
+    if ((e.ctrlKey || e.metaKey) && e.key === "Enter" && !e.defaultPrevented) { e.preventDefault(); run(); }
     if (e.key === "Escape" && running) stop();
   });
   if (navigator.platform && !/Mac|iP/.test(navigator.platform)) {
