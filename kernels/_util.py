@@ -31,33 +31,54 @@ def check_vec(t: torch.Tensor, n: int, name: str, dtypes=(torch.float32,)) -> No
 WEIGHT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
+def split_k(k: int) -> tuple[int, int]:
+    """K = KA + rest with KA the largest power of two <= K, rest padded to KB (0 if none).
+
+    A program loads its whole [BLOCK_N, K] weight slice as two power-of-two-wide tiles
+    ([BLOCK_N, KA] unmasked along K, [BLOCK_N, KB] masked), e.g. 1536 = 1024 + 512,
+    8960 = 8192 + 1024 (768 used): at most a few % of idle lanes, and no K loop.
+    """
+    assert 16 <= k <= 65536, f"K={k} outside the supported range 16..65536"
+    ka = 1 << (k.bit_length() - 1)
+    rest = k - ka
+    return ka, (1 << (rest - 1).bit_length()) if rest else 0
+
+
 def gemv_configs():
-    """Autotune candidates (BLOCK_N, BLOCK_K, num_warps, num_stages) for the batch-1 GEMVs.
+    """Autotune candidates (BLOCK_N, num_warps) for the whole-slice batch-1 GEMVs.
 
     Under the interpreter: one small config (autotuning there is slow and meaningless).
     """
     import triton
 
     if interpreting():
-        return [triton.Config({"BLOCK_N": 8, "BLOCK_K": 64}, num_warps=4, num_stages=1)]
-    shapes = [
-        (2, 1024, 4, 3), (4, 512, 4, 3), (4, 1024, 4, 3), (4, 1024, 8, 4),
-        (8, 256, 4, 3), (8, 512, 4, 3), (8, 512, 8, 4), (8, 1024, 8, 3),
-        (16, 256, 4, 3), (16, 256, 8, 4), (16, 512, 8, 3),
-        (32, 128, 4, 3), (32, 256, 8, 3), (64, 128, 8, 3),
-    ]
-    return [triton.Config({"BLOCK_N": bn, "BLOCK_K": bk}, num_warps=w, num_stages=s) for bn, bk, w, s in shapes]
+        return [triton.Config({"BLOCK_N": 4}, num_warps=4, num_stages=1)]
+    return [triton.Config({"BLOCK_N": bn}, num_warps=w, num_stages=1)
+            for bn in (1, 2, 4, 8, 16, 32) for w in (2, 4, 8)]
 
 
 MIN_PROGRAMS = 128  # ~one per SM on an H200 (132 SMs); fewer leaves HBM bandwidth unused
+MAX_ELEMS_PER_THREAD = 128  # weight elements each thread holds in registers (whole slice in flight)
 
 
-def prune_small_grids(configs, named_args, **kwargs):
-    """Drop configs whose grid has fewer than MIN_PROGRAMS programs; for small N (where none
-    reach it) keep only the configs with the smallest BLOCK_N, i.e. the most programs."""
-    n = named_args["N"]
-    keep = [c for c in configs if -(-n // c.kwargs["BLOCK_N"]) >= MIN_PROGRAMS]
+def prune_gemv_configs(configs, named_args, rows_per_block: int = 1, **kwargs):
+    """Keep configs whose slice fits in registers (<= MAX_ELEMS_PER_THREAD weights per thread)
+    and whose grid has >= MIN_PROGRAMS programs; for small N keep the most-programs ones."""
+    n, k = named_args["N"], named_args["K"]
+    ka, kb = split_k(k)
+
+    def per_thread(c):
+        return rows_per_block * c.kwargs["BLOCK_N"] * (ka + kb) / (32 * c.num_warps)
+
+    fits = [c for c in configs if 8 <= per_thread(c) <= MAX_ELEMS_PER_THREAD] or \
+        [min(configs, key=per_thread)]
+    keep = [c for c in fits if -(-n // c.kwargs["BLOCK_N"]) >= MIN_PROGRAMS]
     if keep:
         return keep
-    smallest = min(c.kwargs["BLOCK_N"] for c in configs)
-    return [c for c in configs if c.kwargs["BLOCK_N"] == smallest]
+    smallest = min(c.kwargs["BLOCK_N"] for c in fits)
+    return [c for c in fits if c.kwargs["BLOCK_N"] == smallest]
+
+
+def prune_gate_up_configs(configs, named_args, **kwargs):
+    """As prune_gemv_configs, for kernels holding two row blocks (gate and up) per program."""
+    return prune_gemv_configs(configs, named_args, rows_per_block=2)

@@ -124,18 +124,21 @@ def _attn_partial_kernel(
     tl.store(acc_ws_ptr + (qh[:, None] * S + split) * D + d[None, :], acc, mask=g_mask[:, None])
 
 
-# Contract: m_ws, l_ws [HQ, S] fp32; acc_ws [HQ, S, D] fp32; out [HQ * D] fp32. grid (HQ,)
+# Contract: m_ws, l_ws [HQ, S] fp32; acc_ws [HQ, S, D] fp32; out [HQ * D] fp32; pos [1] int32. grid (HQ,)
+# Only the splits that held positions (same chunk formula as above) are read.
 @triton.jit
 def _attn_combine_kernel(
-    m_ws_ptr, l_ws_ptr, acc_ws_ptr, out_ptr, S,
-    D: tl.constexpr, S_PAD: tl.constexpr, USE_PDL: tl.constexpr,
+    m_ws_ptr, l_ws_ptr, acc_ws_ptr, out_ptr, pos_ptr, S,
+    D: tl.constexpr, S_PAD: tl.constexpr, BLOCK_T: tl.constexpr, USE_PDL: tl.constexpr,
 ):
     h = tl.program_id(0)
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
+    n_ctx = tl.load(pos_ptr) + 1
+    chunk = tl.cdiv(tl.cdiv(n_ctx, S), BLOCK_T) * BLOCK_T
     s = tl.arange(0, S_PAD)
-    s_mask = s < S
+    s_mask = (s < S) & (s * chunk < n_ctx)
     d = tl.arange(0, D)
     m = tl.load(m_ws_ptr + h * S + s, mask=s_mask, other=float("-inf"))  # [S_PAD]
     l = tl.load(l_ws_ptr + h * S + s, mask=s_mask, other=0.0)
@@ -212,17 +215,18 @@ def decode_attention(
 
     extra = pdl_launch_kwargs(pdl, qkv.device)
     precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"
+    block_t = _block_t(d)
     _attn_partial_kernel[(hkv, num_splits)](
         qkv, pos, k_cache, v_cache, cos, sin,
         q_norm if q_norm is not None else cos, k_norm if k_norm is not None else cos,
         ws.m, ws.l, ws.acc, t_max, num_splits, scale * LOG2E, eps,
         HQ=hq, HKV=hkv, G=g, G_PAD=max(16, triton.next_power_of_2(g)), D=d,
-        BLOCK_T=_block_t(d), HAS_QK_NORM=q_norm is not None, DOT_PRECISION=precision, USE_PDL=pdl,
+        BLOCK_T=block_t, HAS_QK_NORM=q_norm is not None, DOT_PRECISION=precision, USE_PDL=pdl,
         num_warps=4, num_stages=3, **extra,
     )
     _attn_combine_kernel[(hq,)](
-        ws.m, ws.l, ws.acc, out, num_splits,
-        D=d, S_PAD=triton.next_power_of_2(num_splits), USE_PDL=pdl, num_warps=4, **extra,
+        ws.m, ws.l, ws.acc, out, pos, num_splits,
+        D=d, S_PAD=triton.next_power_of_2(num_splits), BLOCK_T=block_t, USE_PDL=pdl, num_warps=4, **extra,
     )
     return out
 
