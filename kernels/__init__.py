@@ -8,9 +8,10 @@ grid, and a plain PyTorch `<name>_ref` twin the tests compare against:
 - `gate_up_silu`      out = silu(W_g @ n) * (W_u @ n), n = rmsnorm(x) * norm_w
 - `decode_attention`  q/k norm + RoPE + KV-cache append + split-KV GQA flash-decoding
 
-All launchers are CUDA-graph safe once warmed up (the first call per shape autotunes, which
-allocates and synchronises: call every launcher once eagerly before capturing). They take
-`pdl=True` to use Hopper programmatic dependent launch.
+All launchers are CUDA-graph safe: no allocation, no host sync, no autotuning (launch configs
+come from a fixed rule or the TUNED table in _util.py). Call each once before capturing so the
+Triton JIT compiles outside the capture. They take `pdl=True` to use Hopper programmatic
+dependent launch.
 
 This package does not own weights, caches or the decode loop (see inference/fast/).
 

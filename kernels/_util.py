@@ -31,54 +31,39 @@ def check_vec(t: torch.Tensor, n: int, name: str, dtypes=(torch.float32,)) -> No
 WEIGHT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-def split_k(k: int) -> tuple[int, int]:
-    """K = KA + rest with KA the largest power of two <= K, rest padded to KB (0 if none).
-
-    A program loads its whole [BLOCK_N, K] weight slice as two power-of-two-wide tiles
-    ([BLOCK_N, KA] unmasked along K, [BLOCK_N, KB] masked), e.g. 1536 = 1024 + 512,
-    8960 = 8192 + 1024 (768 used): at most a few % of idle lanes, and no K loop.
-    """
-    assert 16 <= k <= 65536, f"K={k} outside the supported range 16..65536"
-    ka = 1 << (k.bit_length() - 1)
-    rest = k - ka
-    return ka, (1 << (rest - 1).bit_length()) if rest else 0
+# Measured overrides: (N, K) -> [(BLOCK_N, BLOCK_K, num_warps, num_stages), ...] (first one used).
+# N is the launcher's row count per program set: rows of W for rmsnorm_gemv / gemv_residual, I for
+# rmsnorm_gate_up_silu (each program then takes BLOCK_N gate and BLOCK_N up rows). Fill it from an
+# in-graph sweep (e.g. kernels.tune_gemv); shapes not listed use the rule in gemv_config.
+TUNED: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
 
 
-def gemv_configs():
-    """Autotune candidates (BLOCK_N, num_warps) for the whole-slice batch-1 GEMVs.
+def tuned_config(n: int, k: int) -> dict | None:
+    """The TUNED entry for (n, k) as launch kwargs, or None (never under the interpreter)."""
+    if interpreting() or (n, k) not in TUNED:
+        return None
+    bn, bk, w, s = TUNED[(n, k)][0]
+    return {"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
 
-    Under the interpreter: one small config (autotuning there is slow and meaningless).
+
+def gemv_config(n: int, k: int) -> dict:
+    """Launch config {BLOCK_N, BLOCK_K, num_warps} for a batch-1 GEMV over an [n, k] weight.
+
+    A fixed rule instead of @triton.autotune: autotuning times one launch at a time, which for
+    these 2-20 us kernels measures Python launch overhead (we saw 32 us for a 4 us kernel) and
+    picked different configs from run to run. The rule reproduces the best configs of an
+    in-CUDA-graph sweep on an H200 (24 launches over rotating weight copies, cold L2):
+        2048x1536   BN=2  BK=1024 w4   4.3 us      17920x1536  BN=8  BK=512 w4  15.6 us
+        1536x8960   BN=2  BK=1024 w8   9.5 us      1536x1536   BN=2  BK=1024 w8  3.9 us
+        151936x1536 BN=16..32 BK=128..256 w4 (93% of copy bandwidth)
+    i.e. about n/2048 rows per program (>= 2, <= 32), BLOCK_N * BLOCK_K = 4096 weights per tile.
     """
     import triton
 
     if interpreting():
-        return [triton.Config({"BLOCK_N": 4}, num_warps=4, num_stages=1)]
-    return [triton.Config({"BLOCK_N": bn}, num_warps=w, num_stages=1)
-            for bn in (1, 2, 4, 8, 16, 32) for w in (2, 4, 8)]
-
-
-MIN_PROGRAMS = 128  # ~one per SM on an H200 (132 SMs); fewer leaves HBM bandwidth unused
-MAX_ELEMS_PER_THREAD = 128  # weight elements each thread holds in registers (whole slice in flight)
-
-
-def prune_gemv_configs(configs, named_args, rows_per_block: int = 1, **kwargs):
-    """Keep configs whose slice fits in registers (<= MAX_ELEMS_PER_THREAD weights per thread)
-    and whose grid has >= MIN_PROGRAMS programs; for small N keep the most-programs ones."""
-    n, k = named_args["N"], named_args["K"]
-    ka, kb = split_k(k)
-
-    def per_thread(c):
-        return rows_per_block * c.kwargs["BLOCK_N"] * (ka + kb) / (32 * c.num_warps)
-
-    fits = [c for c in configs if 8 <= per_thread(c) <= MAX_ELEMS_PER_THREAD] or \
-        [min(configs, key=per_thread)]
-    keep = [c for c in fits if -(-n // c.kwargs["BLOCK_N"]) >= MIN_PROGRAMS]
-    if keep:
-        return keep
-    smallest = min(c.kwargs["BLOCK_N"] for c in fits)
-    return [c for c in fits if c.kwargs["BLOCK_N"] == smallest]
-
-
-def prune_gate_up_configs(configs, named_args, **kwargs):
-    """As prune_gemv_configs, for kernels holding two row blocks (gate and up) per program."""
-    return prune_gemv_configs(configs, named_args, rows_per_block=2)
+        return {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4}
+    if (tuned := tuned_config(n, k)) is not None:
+        return tuned
+    bn = max(2, min(32, 1 << max(0, (n // 2048).bit_length() - 1)))
+    bk = max(64, min(4096 // bn, 1024, triton.next_power_of_2(k)))
+    return {"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 8 if k >= 4096 else 4}

@@ -2,10 +2,11 @@
 
     python -m kernels.bench_kernels [--layers 28] [--no-cublas]
 
-Prints, per kernel: shape, median time (triton.testing.do_bench, which flushes L2 before every
-run; we also rotate over several weight copies so no run finds its weights in the 60 MB L2),
-bytes moved / time, and that as a share of the device-to-device copy bandwidth measured in the
-same run. Then cuBLAS (torch `W @ x`, bf16) on the same GEMV shapes, attention at three context
+Prints, per kernel: shape, time per launch measured the way the decode step runs them — 24
+launches back to back in one CUDA graph over rotating weight copies (so L2 never holds the
+weights), median of do_bench over graph replays — bytes moved / time, and that as a share of the
+device-to-device copy bandwidth measured in the same run. (Timing single launches instead
+measures Python launch overhead for these few-microsecond kernels.) Then cuBLAS (torch `W @ x`, bf16) on the same GEMV shapes, attention at three context
 lengths, and a whole decode step (all layers + LM head) captured in one CUDA graph, with and
 without PDL. The short summary table is printed last.
 
@@ -19,9 +20,9 @@ import torch
 import triton
 
 from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits, rope_tables
-from kernels.gate_up_silu import _gate_up_silu_kernel, rmsnorm_gate_up_silu
-from kernels.gemv_residual import _gemv_residual_kernel, gemv_residual
-from kernels.rmsnorm_gemv import _rmsnorm_gemv_kernel, rmsnorm_gemv
+from kernels.gate_up_silu import rmsnorm_gate_up_silu
+from kernels.gemv_residual import gemv_residual
+from kernels.rmsnorm_gemv import rmsnorm_gemv
 
 H, HQ, HKV, D, I, V = 1536, 12, 2, 128, 8960, 151936  # Qwen2.5-Coder-1.5B
 L2_BYTES = 60 * 2**20
@@ -33,19 +34,20 @@ def bench(fn, rep_ms=200) -> float:
     return triton.testing.do_bench(fn, warmup=50, rep=rep_ms, return_mode="median") * 1e3
 
 
+def in_graph_us(fn, items, launches: int = 24) -> float:
+    """Microseconds per launch of fn(item), `launches` back to back in one CUDA graph."""
+    fn(items[0])  # compile outside the capture
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for i in range(launches):
+            fn(items[i % len(items)])
+    return bench(g.replay, rep_ms=100) / launches
+
+
 def copies(make, nbytes: int) -> list:
     """Enough independent copies of a weight set that cycling through them overflows L2 (3x)."""
     return [make() for _ in range(max(2, min(16, math.ceil(3 * L2_BYTES / nbytes))))]
-
-
-def rotating(fn, items):
-    state = {"i": 0}
-
-    def call():
-        state["i"] = (state["i"] + 1) % len(items)
-        fn(items[state["i"]])
-
-    return call
 
 
 def copy_bandwidth() -> float:
@@ -62,10 +64,8 @@ def gemv_rows(cublas: bool):
     xi = torch.randn(I, device="cuda")
     rows = []
 
-    def add(name, shape, nbytes, fn, items, kernel=None):
-        us = bench(rotating(fn, items))
-        cfg = f" [{kernel.best_config}]" if kernel is not None and getattr(kernel, "best_config", None) else ""
-        rows.append((name, shape, nbytes, us, cfg))
+    def add(name, shape, nbytes, fn, items):
+        rows.append((name, shape, nbytes, in_graph_us(fn, items), ""))
 
     # QKV with fused input norm + bias
     n = (HQ + 2 * HKV) * D
@@ -75,27 +75,25 @@ def gemv_rows(cublas: bool):
     out = torch.empty(n, device="cuda")
     for pdl in (False, True):
         add(f"rmsnorm_gemv qkv{' pdl' if pdl else ''}", f"{n}x{H}", nb,
-            lambda w, pdl=pdl: rmsnorm_gemv(x, w[0], out, norm_w=w[1], bias=w[2], pdl=pdl), ws, _rmsnorm_gemv_kernel)
+            lambda w, pdl=pdl: rmsnorm_gemv(x, w[0], out, norm_w=w[1], bias=w[2], pdl=pdl), ws)
     # o_proj and down_proj with residual
     for name, nn, kk, a in (("gemv_residual o_proj", H, HQ * D, x), ("gemv_residual down", H, I, xi)):
         nb = nn * kk * 2
         ws = copies(lambda nn=nn, kk=kk: torch.randn(nn, kk, device="cuda", dtype=BF), nb)
         res = torch.zeros(nn, device="cuda")
         act = a[:kk].contiguous() if a.numel() >= kk else torch.randn(kk, device="cuda")
-        add(name, f"{nn}x{kk}", nb, lambda w, act=act, res=res: gemv_residual(act, w, res), ws, _gemv_residual_kernel)
+        add(name, f"{nn}x{kk}", nb, lambda w, act=act, res=res: gemv_residual(act, w, res), ws)
     # gate/up + SiLU
     nb = 2 * I * H * 2
     ws = copies(lambda: torch.randn(2 * I, H, device="cuda", dtype=BF), nb)
     nw = torch.randn(H, device="cuda", dtype=BF)
     h = torch.empty(I, device="cuda")
-    add("gate_up_silu", f"{2 * I}x{H}", nb, lambda w: rmsnorm_gate_up_silu(x, nw, 1e-6, w, h), ws,
-        _gate_up_silu_kernel)
+    add("gate_up_silu", f"{2 * I}x{H}", nb, lambda w: rmsnorm_gate_up_silu(x, nw, 1e-6, w, h), ws)
     # LM head with final norm
     nb = V * H * 2
     ws = copies(lambda: torch.randn(V, H, device="cuda", dtype=BF), nb)
     logits = torch.empty(V, device="cuda")
-    add("rmsnorm_gemv lm_head", f"{V}x{H}", nb, lambda w: rmsnorm_gemv(x, w, logits, norm_w=nw), ws,
-        _rmsnorm_gemv_kernel)
+    add("rmsnorm_gemv lm_head", f"{V}x{H}", nb, lambda w: rmsnorm_gemv(x, w, logits, norm_w=nw), ws)
 
     if cublas:
         xb = torch.randn(max(H, I), device="cuda", dtype=BF)
@@ -121,10 +119,10 @@ def attention_rows():
         caches = copies(lambda: (torch.randn(HKV, t_max, D, device="cuda", dtype=BF),
                                  torch.randn(HKV, t_max, D, device="cuda", dtype=BF)), nb)
         pos = torch.tensor([ctx], dtype=torch.int32, device="cuda")
-        for s in sorted({splits, 128}):
+        for s in sorted({splits, 64}):
             ws = AttentionWorkspace(HQ, D, s, "cuda")
-            us = bench(rotating(lambda kv, ws=ws, cos=cos, sin=sin: decode_attention(
-                qkv, pos, kv[0], kv[1], cos, sin, out, ws, 1 / math.sqrt(D)), caches))
+            us = in_graph_us(lambda kv, ws=ws, cos=cos, sin=sin: decode_attention(
+                qkv, pos, kv[0], kv[1], cos, sin, out, ws, 1 / math.sqrt(D)), caches, launches=12)
             rows.append((f"decode_attention S={s}", f"ctx {ctx}", nb, us, ""))
     return rows
 
@@ -161,7 +159,7 @@ def decode_step_rows(num_layers: int, ctx: int = 512):
 
     rows = []
     for pdl in (False, True):
-        step(pdl)  # autotune / compile outside the capture
+        step(pdl)  # compile outside the capture
         torch.cuda.synchronize()
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g):
@@ -183,8 +181,6 @@ def main():
     bw = copy_bandwidth()
     print(f"copy bandwidth (read+write): {bw:.0f} GB/s", flush=True)
     rows = gemv_rows(not args.no_cublas)
-    for r in rows:
-        print(f"  {r[0]:<28} best config{r[4]}" if r[4] else f"  {r[0]}", flush=True)
     rows += attention_rows()
     rows += decode_step_rows(args.layers)
     print()

@@ -62,7 +62,6 @@ def _attn_partial_kernel(
     split = tl.program_id(1)
     if USE_PDL:
         # Nothing here is constant across steps (qkv, cache, workspace all change), so wait first.
-        tl.extra.cuda.gdc_launch_dependents()
         tl.extra.cuda.gdc_wait()
 
     pos = tl.load(pos_ptr)
@@ -109,6 +108,8 @@ def _attn_partial_kernel(
         v = tl.where(is_new, v_new[None, :], v)
         acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=DOT_PRECISION)
         m_i = m_new
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()  # only the (tiny) epilogue is left
 
     # Append the new row only after the loop: no program ever reads a row written in this launch
     # (the loop took row pos from registers), so there is no intra-launch read-after-write.
@@ -160,12 +161,17 @@ class AttentionWorkspace:
 
 
 def default_num_splits(num_kv_heads: int, device) -> int:
-    """S such that Hkv * S is about two programs per SM, capped at 64 (small under the interpreter)."""
+    """S such that Hkv * S is about two programs per SM, capped at 128 (4 under the interpreter).
+
+    Measured on an H200 (Hq=12, Hkv=2, D=128, bf16 cache, in a CUDA graph): S=128 vs 64 is
+    equal at context 512 (7.3 us, launch-bound) and faster at 4096 (10.0 vs 11.9 us) and 16384
+    (18.9 vs 21.5 us).
+    """
     device = torch.device(device)
     if device.type != "cuda" or interpreting():
         return 4
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    return max(1, min(64, triton.cdiv(2 * sms, num_kv_heads)))
+    return max(1, min(128, triton.cdiv(2 * sms, num_kv_heads)))
 
 
 def _block_t(head_dim: int) -> int:

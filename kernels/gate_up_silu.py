@@ -13,17 +13,16 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._util import WEIGHT_DTYPES, check_vec, gemv_configs, pdl_launch_kwargs, prune_gate_up_configs, split_k
+from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwargs, tuned_config
 
 
 @triton.jit
-def _dot_part(wg, wu, x_ptr, norm_w_ptr, k_offs, K):
-    """Row sums of wg * n and wu * n (n = x * norm_w) over columns k_offs, and sum(x^2) over them."""
+def _x_chunk(x_ptr, norm_w_ptr, k_offs, K):
+    """Load x[k_offs] (masked to K) as fp32; return (x * norm_w, x * x)."""
     k_mask = k_offs < K
     x = tl.load(x_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32)
-    ssq = tl.sum(x * x, axis=0)
-    n = (x * tl.load(norm_w_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32))[None, :]
-    return tl.sum(wg.to(tl.float32) * n, axis=1), tl.sum(wu.to(tl.float32) * n, axis=1), ssq
+    nw = tl.load(norm_w_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32)
+    return x * nw, x * x
 
 
 # Contract:
@@ -31,42 +30,47 @@ def _dot_part(wg, wu, x_ptr, norm_w_ptr, k_offs, K):
 #   norm_w   [K]       any float dtype (post_attention_layernorm)
 #   W        [2I, K]   bf16/fp16/fp32, row-major contiguous; rows 0..I-1 gate, I..2I-1 up
 #   out      [I]       fp32, fully written
-#   K = KA + rest, rest <= KB (kernels._util.split_k); grid (cdiv(I, BLOCK_N),): program p owns
-#   gate rows and up rows [p*BLOCK_N, (p+1)*BLOCK_N) and loads both whole slices before waiting (PDL).
-@triton.autotune(configs=gemv_configs(), key=["N", "K"],
-                 prune_configs_by={"early_config_prune": prune_gate_up_configs})
+#   grid     (cdiv(I, BLOCK_N),): program p owns gate rows and up rows [p*BLOCK_N, (p+1)*BLOCK_N)
 @triton.jit
 def _gate_up_silu_kernel(
     x_ptr, norm_w_ptr, w_ptr, out_ptr, N, K, eps,
-    USE_PDL: tl.constexpr, KA: tl.constexpr, KB: tl.constexpr, BLOCK_N: tl.constexpr,
+    USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BLOCK_N], N = I
     row_mask = rows < N
+    cols = tl.arange(0, BLOCK_K)
     g_rows = w_ptr + rows.to(tl.int64)[:, None] * K  # gate rows
     u_rows = g_rows + N * K  # the matching up rows, I rows further
-    ka = tl.arange(0, KA)
-    wga = tl.load(g_rows + ka[None, :], mask=row_mask[:, None], other=0.0)  # [BLOCK_N, KA]
-    wua = tl.load(u_rows + ka[None, :], mask=row_mask[:, None], other=0.0)
-    if KB > 0:
-        kb = KA + tl.arange(0, KB)
-        mb = row_mask[:, None] & (kb[None, :] < K)
-        wgb = tl.load(g_rows + kb[None, :], mask=mb, other=0.0)
-        wub = tl.load(u_rows + kb[None, :], mask=mb, other=0.0)
-    if USE_PDL:
-        tl.extra.cuda.gdc_launch_dependents()
-        tl.extra.cuda.gdc_wait()  # x is written by the previous kernel
 
-    g, u, ssq = _dot_part(wga, wua, x_ptr, norm_w_ptr, ka, K)
-    if KB > 0:
-        gb, ub, ssqb = _dot_part(wgb, wub, x_ptr, norm_w_ptr, kb, K)
-        g += gb
-        u += ub
-        ssq += ssqb
-    rstd = tl.rsqrt(ssq / K + eps)
-    g = g * rstd
-    u = u * rstd
-    tl.store(out_ptr + rows, g / (1.0 + tl.exp(-g)) * u, mask=row_mask)
+    m = row_mask[:, None] & (cols[None, :] < K)
+    wg = tl.load(g_rows + cols[None, :], mask=m, other=0.0)
+    wu = tl.load(u_rows + cols[None, :], mask=m, other=0.0)
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()  # the activation is written by the previous kernel
+    x, sq = _x_chunk(x_ptr, norm_w_ptr, cols, K)
+    acc_g = wg.to(tl.float32) * x[None, :]  # [BLOCK_N, BLOCK_K]
+    acc_u = wu.to(tl.float32) * x[None, :]
+    ssq = sq
+    for k0 in range(BLOCK_K, K, BLOCK_K):
+        k_offs = k0 + cols
+        m = row_mask[:, None] & (k_offs[None, :] < K)
+        wg = tl.load(g_rows + k_offs[None, :], mask=m, other=0.0)
+        wu = tl.load(u_rows + k_offs[None, :], mask=m, other=0.0)
+        x, sq = _x_chunk(x_ptr, norm_w_ptr, k_offs, K)
+        acc_g += wg.to(tl.float32) * x[None, :]
+        acc_u += wu.to(tl.float32) * x[None, :]
+        ssq += sq
+    if USE_PDL:
+        # Weights streamed: let the next kernel launch now so its prologue overlaps our tail.
+        # (Not earlier: a kernel that triggers at its start lets a chain of waiting kernels pile up.)
+        tl.extra.cuda.gdc_launch_dependents()
+
+    rstd = tl.rsqrt(tl.sum(ssq, axis=0) / K + eps)
+    g = tl.sum(acc_g, axis=1) * rstd  # [BLOCK_N]
+    u = tl.sum(acc_u, axis=1) * rstd
+    y = g / (1.0 + tl.exp(-g)) * u
+    tl.store(out_ptr + rows, y, mask=row_mask)
 
 
 def rmsnorm_gate_up_silu(
@@ -83,10 +87,12 @@ def rmsnorm_gate_up_silu(
     check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
     check_vec(out, i, "out")
     assert x.device == w.device == out.device
-    ka, kb = split_k(k)
-    grid = lambda meta: (triton.cdiv(i, meta["BLOCK_N"]),)  # noqa: E731
-    _gate_up_silu_kernel[grid](x, norm_w, w, out, i, k, eps, USE_PDL=pdl, KA=ka, KB=kb,
-                               **pdl_launch_kwargs(pdl, w.device))
+    cfg = tuned_config(i, k)
+    if cfg is None:  # the rule, sized for all 2I rows: each program takes BLOCK_N gate + BLOCK_N up rows
+        cfg = gemv_config(two_i, k)
+        cfg["BLOCK_N"] = max(1, cfg["BLOCK_N"] // 2)
+    _gate_up_silu_kernel[(triton.cdiv(i, cfg["BLOCK_N"]),)](
+        x, norm_w, w, out, i, k, eps, USE_PDL=pdl, **cfg, **pdl_launch_kwargs(pdl, w.device))
     return out
 
 

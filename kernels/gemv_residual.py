@@ -11,48 +11,43 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._util import WEIGHT_DTYPES, check_vec, gemv_configs, pdl_launch_kwargs, prune_gemv_configs, split_k
-
-
-@triton.jit
-def _dot_part(w, a_ptr, k_offs, K):
-    a = tl.load(a_ptr + k_offs, mask=k_offs < K, other=0.0).to(tl.float32)
-    return tl.sum(w.to(tl.float32) * a[None, :], axis=1)
+from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwargs
 
 
 # Contract:
 #   a   [K]     fp32, contiguous (the activation: attention output, or silu(g)*u)
 #   W   [N, K]  bf16/fp16/fp32, row-major contiguous (stride K, 1)
 #   x   [N]     fp32, contiguous, updated in place (the residual stream)
-#   K = KA + rest, rest <= KB (kernels._util.split_k); grid (cdiv(N, BLOCK_N),): program p owns
-#   rows [p*BLOCK_N, (p+1)*BLOCK_N) and loads its whole weight slice before waiting (PDL).
-# restore_value: autotuning runs the kernel many times; x is put back after each trial.
-@triton.autotune(
-    configs=gemv_configs(), key=["N", "K"], restore_value=["x_ptr"],
-    prune_configs_by={"early_config_prune": prune_gemv_configs},
-)
+#   grid (cdiv(N, BLOCK_N),): program p owns rows [p*BLOCK_N, (p+1)*BLOCK_N)
 @triton.jit
 def _gemv_residual_kernel(
     a_ptr, w_ptr, x_ptr, N, K,
-    USE_PDL: tl.constexpr, KA: tl.constexpr, KB: tl.constexpr, BLOCK_N: tl.constexpr,
+    USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BLOCK_N]
     row_mask = rows < N
+    cols = tl.arange(0, BLOCK_K)  # [BLOCK_K]
     w_rows = w_ptr + rows.to(tl.int64)[:, None] * K
-    ka = tl.arange(0, KA)
-    wa = tl.load(w_rows + ka[None, :], mask=row_mask[:, None], other=0.0)  # [BLOCK_N, KA]
-    if KB > 0:
-        kb = KA + tl.arange(0, KB)
-        wb = tl.load(w_rows + kb[None, :], mask=row_mask[:, None] & (kb[None, :] < K), other=0.0)
-    if USE_PDL:
-        tl.extra.cuda.gdc_launch_dependents()
-        tl.extra.cuda.gdc_wait()  # a and x are written by earlier kernels
 
-    y = _dot_part(wa, a_ptr, ka, K)
-    if KB > 0:
-        y += _dot_part(wb, a_ptr, kb, K)
-    y += tl.load(x_ptr + rows, mask=row_mask, other=0.0)
+    # First weight tile before waiting on the previous kernel (W does not depend on it).
+    w = tl.load(w_rows + cols[None, :], mask=row_mask[:, None] & (cols[None, :] < K), other=0.0)
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()  # the activation is written by the previous kernel
+    a = tl.load(a_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
+    acc = w.to(tl.float32) * a[None, :]  # [BLOCK_N, BLOCK_K]
+    for k0 in range(BLOCK_K, K, BLOCK_K):
+        k_offs = k0 + cols
+        k_mask = k_offs < K
+        w = tl.load(w_rows + k_offs[None, :], mask=row_mask[:, None] & k_mask[None, :], other=0.0)
+        a = tl.load(a_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32)
+        acc += w.to(tl.float32) * a[None, :]
+    if USE_PDL:
+        # Weights streamed: let the next kernel launch now so its prologue overlaps our tail.
+        # (Not earlier: a kernel that triggers at its start lets a chain of waiting kernels pile up.)
+        tl.extra.cuda.gdc_launch_dependents()
+
+    y = tl.sum(acc, axis=1) + tl.load(x_ptr + rows, mask=row_mask, other=0.0)
     tl.store(x_ptr + rows, y, mask=row_mask)
 
 
@@ -64,9 +59,9 @@ def gemv_residual(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl: boo
     check_vec(x, n, "x")
     assert a.device == w.device == x.device
     assert a.data_ptr() != x.data_ptr(), "a and x must be different buffers"
-    ka, kb = split_k(k)
-    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
-    _gemv_residual_kernel[grid](a, w, x, n, k, USE_PDL=pdl, KA=ka, KB=kb, **pdl_launch_kwargs(pdl, w.device))
+    cfg = gemv_config(n, k)
+    _gemv_residual_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
+        a, w, x, n, k, USE_PDL=pdl, **cfg, **pdl_launch_kwargs(pdl, w.device))
     return x
 
 

@@ -5,8 +5,8 @@ LM head. With norm_w=None it is a plain GEMV (+ bias). Pure HBM streaming of W: 
 reads BLOCK_N full rows once; x (a few KB) is re-read by every program from L2.
 
 The norm is folded into the epilogue: W @ (x * rstd * norm_w) = rstd * (W @ (x * norm_w)),
-so each program sums x^2 in the same pass in which it multiplies — no separate norm pass, no
-extra launch, no split-K.
+so each program accumulates sum(x^2) in the same pass over K that it streams W in — no
+separate norm pass, no extra launch, no split-K.
 
 Not here: the residual add (see gemv_residual), batching (>1 token), quantised weights.
 """
@@ -15,18 +15,18 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._util import WEIGHT_DTYPES, check_vec, gemv_configs, pdl_launch_kwargs, prune_gemv_configs, split_k
+from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwargs
 
 
 @triton.jit
-def _dot_part(w, x_ptr, norm_w_ptr, k_offs, K, HAS_NORM: tl.constexpr):
-    """Row sums of w * (x * norm_w) over columns k_offs (masked to K), and sum(x^2) over them."""
+def _x_chunk(x_ptr, norm_w_ptr, k_offs, K, HAS_NORM: tl.constexpr):
+    """Load x[k_offs] (masked to K) as fp32; return (x * norm_w, x * x)."""
     k_mask = k_offs < K
     x = tl.load(x_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32)
-    ssq = tl.sum(x * x, axis=0)
+    sq = x * x
     if HAS_NORM:
         x = x * tl.load(norm_w_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32)
-    return tl.sum(w.to(tl.float32) * x[None, :], axis=1), ssq
+    return x, sq
 
 
 # Contract:
@@ -35,37 +35,40 @@ def _dot_part(w, x_ptr, norm_w_ptr, k_offs, K, HAS_NORM: tl.constexpr):
 #   norm_w [K]     any float dtype (read only when HAS_NORM)
 #   bias   [N]     any float dtype (read only when HAS_BIAS)
 #   out    [N]     fp32, fully written
-#   K = KA + rest, rest <= KB (kernels._util.split_k); grid (cdiv(N, BLOCK_N),): program p owns
-#   rows [p*BLOCK_N, (p+1)*BLOCK_N) and loads its whole [BLOCK_N, K] slice at once (no K loop),
-#   before waiting on the previous kernel (PDL): W does not depend on it, so it streams while the
-#   previous kernel finishes.
-@triton.autotune(configs=gemv_configs(), key=["N", "K"], prune_configs_by={"early_config_prune": prune_gemv_configs})
+#   grid   (cdiv(N, BLOCK_N),): program p owns rows [p*BLOCK_N, (p+1)*BLOCK_N)
 @triton.jit
 def _rmsnorm_gemv_kernel(
     x_ptr, w_ptr, norm_w_ptr, bias_ptr, out_ptr, N, K, eps,
     HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr,
-    KA: tl.constexpr, KB: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BLOCK_N]
     row_mask = rows < N
+    cols = tl.arange(0, BLOCK_K)  # [BLOCK_K]
     w_rows = w_ptr + rows.to(tl.int64)[:, None] * K  # [BLOCK_N, 1] row starts
-    ka = tl.arange(0, KA)
-    wa = tl.load(w_rows + ka[None, :], mask=row_mask[:, None], other=0.0)  # [BLOCK_N, KA]
-    if KB > 0:
-        kb = KA + tl.arange(0, KB)
-        wb = tl.load(w_rows + kb[None, :], mask=row_mask[:, None] & (kb[None, :] < K), other=0.0)
-    if USE_PDL:
-        tl.extra.cuda.gdc_launch_dependents()
-        tl.extra.cuda.gdc_wait()  # x is written by the previous kernel
 
-    y, ssq = _dot_part(wa, x_ptr, norm_w_ptr, ka, K, HAS_NORM)  # [BLOCK_N], scalar
-    if KB > 0:
-        yb, ssqb = _dot_part(wb, x_ptr, norm_w_ptr, kb, K, HAS_NORM)
-        y += yb
-        ssq += ssqb
+    # First weight tile is issued before waiting on the previous kernel: W does not depend on it.
+    w = tl.load(w_rows + cols[None, :], mask=row_mask[:, None] & (cols[None, :] < K), other=0.0)
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()  # the activation is written by the previous kernel
+    x, sq = _x_chunk(x_ptr, norm_w_ptr, cols, K, HAS_NORM)
+    acc = w.to(tl.float32) * x[None, :]  # [BLOCK_N, BLOCK_K]
+    ssq = sq  # [BLOCK_K] running sum of x^2 (every program does it; x is L2-resident)
+    for k0 in range(BLOCK_K, K, BLOCK_K):
+        k_offs = k0 + cols
+        w = tl.load(w_rows + k_offs[None, :], mask=row_mask[:, None] & (k_offs[None, :] < K), other=0.0)
+        x, sq = _x_chunk(x_ptr, norm_w_ptr, k_offs, K, HAS_NORM)
+        acc += w.to(tl.float32) * x[None, :]
+        ssq += sq
+    if USE_PDL:
+        # Weights streamed: let the next kernel launch now so its prologue overlaps our tail.
+        # (Not earlier: a kernel that triggers at its start lets a chain of waiting kernels pile up.)
+        tl.extra.cuda.gdc_launch_dependents()
+
+    y = tl.sum(acc, axis=1)  # [BLOCK_N]
     if HAS_NORM:
-        y = y * tl.rsqrt(ssq / K + eps)
+        y = y * tl.rsqrt(tl.sum(ssq, axis=0) / K + eps)
     if HAS_BIAS:
         y += tl.load(bias_ptr + rows, mask=row_mask, other=0.0).to(tl.float32)
     tl.store(out_ptr + rows, y, mask=row_mask)
@@ -91,12 +94,11 @@ def rmsnorm_gemv(
     if bias is not None:
         check_vec(bias, n, "bias", WEIGHT_DTYPES)
     assert x.device == w.device == out.device
-    ka, kb = split_k(k)
-    grid = lambda meta: (triton.cdiv(n, meta["BLOCK_N"]),)  # noqa: E731
-    _rmsnorm_gemv_kernel[grid](
+    cfg = gemv_config(n, k)
+    _rmsnorm_gemv_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
         x, w, norm_w if norm_w is not None else x, bias if bias is not None else out, out, n, k, eps,
-        HAS_NORM=norm_w is not None, HAS_BIAS=bias is not None, USE_PDL=pdl, KA=ka, KB=kb,
-        **pdl_launch_kwargs(pdl, w.device),
+        HAS_NORM=norm_w is not None, HAS_BIAS=bias is not None, USE_PDL=pdl,
+        **cfg, **pdl_launch_kwargs(pdl, w.device),
     )
     return out
 

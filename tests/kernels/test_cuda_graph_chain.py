@@ -83,7 +83,7 @@ def test_graph_replay_follows_pos_and_matches_eager_and_reference(pdl, gen):
     eager_st, ref_st = clone(graph_st), clone(graph_st)
     eager_st["ws"] = AttentionWorkspace(HQ, D, graph_st["ws"].num_splits, "cuda")
 
-    # Warm up (autotuning allocates and syncs) on a scratch copy, off the default stream, then capture.
+    # Warm up (the Triton JIT compiles) on a scratch copy, off the default stream, then capture.
     scratch = clone(graph_st)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())

@@ -37,7 +37,7 @@ def test_gpu_real_shapes(n, k, pdl, gen):
     w = randn(n, k, gen=gen, dtype=torch.bfloat16, scale=0.02)
     x = randn(n, gen=gen)
     ref = gemv_residual_ref(a, w, x)
-    gemv_residual(a, w, x, pdl=pdl)  # first call autotunes: x must still be updated exactly once
+    gemv_residual(a, w, x, pdl=pdl)  # first call compiles: x must still be updated exactly once
     torch.cuda.synchronize()
     assert rel_err(x, ref) <= 1e-4
     gemv_residual(a, w, x, pdl=pdl)
