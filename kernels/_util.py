@@ -54,7 +54,7 @@ def gemv_config(n: int, k: int) -> dict:
     picked different configs from run to run. The rule reproduces the best configs of an
     in-CUDA-graph sweep on an H200 (24 launches over rotating weight copies, cold L2):
         2048x1536   BN=2  BK=1024 w4   4.3 us      17920x1536  BN=8  BK=512 w4  15.6 us
-        1536x8960   BN=2  BK=1024 w8   9.5 us      1536x1536   BN=2  BK=1024 w8  3.9 us
+        1536x8960   BN=2  BK=1024 w8   9.5 us      1536x1536   BN=2  BK=1024 w4|8 3.9 us
         151936x1536 BN=16..32 BK=128..256 w4 (93% of copy bandwidth)
     i.e. about n/2048 rows per program (>= 2, <= 32), BLOCK_N * BLOCK_K = 4096 weights per tile.
     """
