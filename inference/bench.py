@@ -106,8 +106,6 @@ def hf_baseline(model_dir: Path, context: int, tokens: int) -> float:
         run(tokens)  # compile + warm up
     t_full = statistics.median(run(tokens) for _ in range(3))
     t_one = statistics.median(run(1) for _ in range(3))
-    del model
-    torch.cuda.empty_cache()
     return (tokens - 1) / (t_full - t_one)
 
 
@@ -175,8 +173,8 @@ def main(argv=None) -> int:
 
     print(f"\n{result['shape']} ({weights_note}), bf16, batch 1, {result['gpu']}, "
           f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if result['pdl'] else 'off'}")
-    print(f"| context | tokens | tok/s | ms/token | GB read/token | MBU |")
-    print(f"|--------:|-------:|------:|---------:|--------------:|----:|")
+    print("| context | tokens | tok/s | ms/token | GB read/token | MBU |")
+    print("|--------:|-------:|------:|---------:|--------------:|----:|")
     for r in rows:
         print(f"| {r['context']} | {r['tokens']} | {r['tok_s']:.0f} | {r['ms_per_token']:.3f} | "
               f"{r['bytes_per_token'] / 1e9:.3f} | {100 * r['mbu']:.0f}% |")

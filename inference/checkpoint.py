@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from .config import ModelConfig
+from .config import ModelConfig, read_json_object
 from .errors import CheckpointError, EngineError
 from .weights import LayerWeights, ModelWeights
 
@@ -379,14 +379,7 @@ def load_generation_config(model_dir: str | Path) -> dict:
 
     The engine merges these EOS ids with config.json's and the tokenizer's."""
     path = Path(model_dir) / "generation_config.json"
-    data: dict = {}
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{path}: not valid JSON ({e})") from None
-        if not isinstance(data, dict):
-            raise CheckpointError(f"{path}: expected a JSON object")
+    data = read_json_object(path) if path.is_file() else {}
     eos = data.get("eos_token_id")
     ids = [] if eos is None else (eos if isinstance(eos, list) else [eos])
     if not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in ids):

@@ -140,13 +140,18 @@ class ModelConfig:
         path = Path(path)
         if not path.is_file():
             raise CheckpointError(f"{path.parent}: no config.json (is this a Hugging Face model folder?)")
-        try:
-            data = json.loads(path.read_text())
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{path}: not valid JSON ({e})") from None
-        if not isinstance(data, dict):
-            raise CheckpointError(f"{path}: expected a JSON object")
-        return cls.from_dict(data)
+        return cls.from_dict(read_json_object(path))
+
+
+def read_json_object(path: Path) -> dict:
+    """A checkpoint's JSON file as a dict, or a CheckpointError naming the file."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
+    if not isinstance(data, dict):
+        raise CheckpointError(f"{path}: expected a JSON object")
+    return data
 
 
 def _rope_from_dict(cfg: dict) -> RopeConfig:
@@ -172,7 +177,7 @@ def _rope_from_dict(cfg: dict) -> RopeConfig:
     )
 
 
-def rope_inv_freq(cfg: ModelConfig) -> "torch.Tensor":
+def rope_inv_freq(cfg: ModelConfig):
     """Inverse frequencies [head_dim/2] in float32, computed exactly as transformers does
     (same float32 ops, same order), Llama-3 scaling included, so parity is bit-level."""
     import torch

@@ -101,9 +101,7 @@ class Engine:
         cfg = ModelConfig.from_file(path / "config.json")
         tokenizer = Tokenizer.from_dir(path)
         gen = load_generation_config(path)
-        eos = gen.get("eos_token_id")
-        eos_list = eos if isinstance(eos, list) else ([] if eos is None else [eos])
-        eos_ids = tuple(dict.fromkeys([*eos_list, *cfg.eos_token_ids, *tokenizer.eos_token_ids]))
+        eos_ids = tuple(dict.fromkeys([*gen["eos_token_ids"], *cfg.eos_token_ids, *tokenizer.eos_token_ids]))
 
         cap = max_context or 32768
         ctx = min(cfg.max_position_embeddings, cap)

@@ -12,12 +12,12 @@ Not here: chat rendering and FIM layout (`inference.prompts`), streaming decode
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from tokenizers import AddedToken
 from tokenizers import Tokenizer as _HFTokenizer
 
+from .config import read_json_object
 from .errors import CheckpointError
 
 
@@ -26,16 +26,6 @@ def _token_str(value) -> str | None:
     if isinstance(value, dict):
         value = value.get("content")
     return value if isinstance(value, str) and value else None
-
-
-def _read_json(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise CheckpointError(f"{path}: not valid JSON ({e})") from None
-    if not isinstance(data, dict):
-        raise CheckpointError(f"{path}: expected a JSON object")
-    return data
 
 
 def _pick_template(value, path: Path) -> str | None:
@@ -97,7 +87,7 @@ class Tokenizer:
         except Exception as e:  # tokenizers raises a bare Exception with serde's message
             raise CheckpointError(f"{tj}: cannot be loaded as a tokenizer ({str(e).strip()[:200]})") from None
         cfg_path = path / "tokenizer_config.json"
-        config = _read_json(cfg_path) if cfg_path.is_file() else {}
+        config = read_json_object(cfg_path) if cfg_path.is_file() else {}
         # transformers >= 4.43 may save the template next to the config; that file wins, as there.
         jinja = path / "chat_template.jinja"
         if jinja.is_file():
@@ -106,7 +96,7 @@ class Tokenizer:
             template = _pick_template(config.get("chat_template"), cfg_path)
             ct_json = path / "chat_template.json"
             if template is None and ct_json.is_file():
-                template = _pick_template(_read_json(ct_json).get("chat_template"), ct_json)
+                template = _pick_template(read_json_object(ct_json).get("chat_template"), ct_json)
         return cls(tok, config, template, source=str(path))
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:

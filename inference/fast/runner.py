@@ -63,7 +63,7 @@ class FastRunner(Runner):
     # -- one decode step, as captured -----------------------------------------------------------
     def _forward_token(self) -> Tensor:
         """Logits [V] for the token in self.token at position self.pos (no sampling)."""
-        cfg, w, eps, pdl = self.cfg, self.w, self.cfg.rms_norm_eps, self.pdl
+        w, eps, pdl = self.w, self.cfg.rms_norm_eps, self.pdl
         self.x.copy_(w.embed.index_select(0, self.token)[0])
         for i, layer in enumerate(w.layers):
             rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
