@@ -19,9 +19,10 @@ nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem --format=csv | tee
 python3 -c "import torch, triton, transformers; print('torch', torch.__version__, 'triton', triton.__version__, 'transformers', transformers.__version__)"
 
 if [[ $what == quick || $what == tests || $what == all ]]; then
-  step gpu-tests python3 -m pytest -m gpu tests/kernels tests/inference -q -x -p no:cacheprovider -o addopts="" -s
+  step gpu-tests python3 -m pytest -m gpu tests/kernels tests/inference -q -p no:cacheprovider -o addopts="" -s
 fi
 if [[ $what == quick ]]; then
+  step kernels-bench python3 -m kernels.bench_kernels
   step bench-quick python3 -m inference.bench --shape qwen2.5-coder-1.5b --tokens 256 --repeats 2 --ttft 128,1024 --json "$OUT/bench-quick.json"
 fi
 if [[ $what == bench || $what == all ]]; then
