@@ -96,18 +96,25 @@ def hf_baseline(model_dir: Path, context: int, tokens: int) -> float:
     model.generation_config.cache_implementation = "static"
     ids = torch.tensor([random_prompt(context, model.config.vocab_size)], device="cuda")
 
-    def run(n):
-        torch.cuda.synchronize()
-        t = time.perf_counter()
-        model.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False)
-        torch.cuda.synchronize()
-        return time.perf_counter() - t
+    class Stamps:  # a generate() streamer: put() is called with the prompt, then once per new token
+        def __init__(self):
+            self.t = []
 
-    for _ in range(2):
-        run(tokens)  # compile + warm up
-    t_full = statistics.median(run(tokens) for _ in range(3))
-    t_one = statistics.median(run(1) for _ in range(3))
-    return (tokens - 1) / (t_full - t_one)
+        def put(self, value):
+            torch.cuda.synchronize()
+            self.t.append(time.perf_counter())
+
+        def end(self):
+            pass
+
+    rates = []
+    for i in range(3):  # the first run compiles
+        s = Stamps()
+        model.generate(ids, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False, streamer=s)
+        gen = s.t[1:]  # one stamp per generated token
+        if i:
+            rates.append((len(gen) - 1) / (gen[-1] - gen[0]))
+    return statistics.median(rates)
 
 
 def main(argv=None) -> int:
