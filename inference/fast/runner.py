@@ -55,10 +55,8 @@ class FastRunner(Runner):
         self.splits = default_num_splits(cfg.num_kv_heads, self.device)
         self.ws = AttentionWorkspace(cfg.num_heads, cfg.head_dim, self.splits, self.device)
         self.scale = cfg.head_dim ** -0.5
-        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}
-        self.graph_out: dict[tuple, Tensor] = {}
+        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # sampler mode -> captured step
         self.seed = 0
-        self._warmed = False
 
     # -- one decode step, as captured -----------------------------------------------------------
     def _forward_token(self) -> Tensor:
@@ -97,7 +95,7 @@ class FastRunner(Runner):
             self._restore(saved)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=stream):
-                self.graph_out[mode] = self._step_body()
+                self._step_body()
             self._restore(saved)
             self.graphs[mode] = graph
         return self.graphs[mode]
