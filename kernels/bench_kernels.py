@@ -108,22 +108,25 @@ def gemv_rows(cublas: bool):
 
 
 def attention_rows():
+    """decode_attention (one launch: partials + in-launch combine) at the Qwen2.5-Coder-1.5B layout
+    (Hq=12, Hkv=2) and the Qwen3-1.7B one (Hq=16, Hkv=8), 12 launches per graph over rotating caches."""
     rows = []
-    qkv = torch.randn((HQ + 2 * HKV) * D, device="cuda")
-    out = torch.empty(HQ * D, device="cuda")
-    splits = default_num_splits(HKV, "cuda")
-    for ctx in (512, 4096, 16384):
-        t_max = ctx + 1
-        cos, sin = rope_tables(t_max, D, device="cuda")
-        nb = 2 * HKV * ctx * D * 2
-        caches = copies(lambda: (torch.randn(HKV, t_max, D, device="cuda", dtype=BF),
-                                 torch.randn(HKV, t_max, D, device="cuda", dtype=BF)), nb)
-        pos = torch.tensor([ctx], dtype=torch.int32, device="cuda")
-        for s in sorted({splits, 64}):
-            ws = AttentionWorkspace(HQ, D, s, "cuda")
-            us = in_graph_us(lambda kv, ws=ws, cos=cos, sin=sin: decode_attention(
-                qkv, pos, kv[0], kv[1], cos, sin, out, ws, 1 / math.sqrt(D)), caches, launches=12)
-            rows.append((f"decode_attention S={s}", f"ctx {ctx}", nb, us, ""))
+    for name, hq, hkv, ctxs in (("", HQ, HKV, (512, 4096, 16384)), (" q3 16/8", 16, 8, (512, 16384))):
+        qkv = torch.randn((hq + 2 * hkv) * D, device="cuda")
+        out = torch.empty(hq * D, device="cuda")
+        ws = AttentionWorkspace(hq, D, default_num_splits(hkv, "cuda"), "cuda")
+        for ctx in ctxs:
+            t_max = ctx + 1
+            cos, sin = rope_tables(t_max, D, device="cuda")
+            nb = 2 * hkv * ctx * D * 2
+            caches = copies(lambda: (torch.randn(hkv, t_max, D, device="cuda", dtype=BF),
+                                     torch.randn(hkv, t_max, D, device="cuda", dtype=BF)), nb)
+            pos = torch.tensor([ctx], dtype=torch.int32, device="cuda")
+            for pdl in (False, True):
+                us = in_graph_us(lambda kv, cos=cos, sin=sin, pdl=pdl: decode_attention(
+                    qkv, pos, kv[0], kv[1], cos, sin, out, ws, 1 / math.sqrt(D), pdl=pdl), caches, launches=12)
+                rows.append((f"decode_attention{name}{' pdl' if pdl else ''}", f"ctx {ctx}", nb, us, ""))
+            del caches
     return rows
 
 

@@ -1,17 +1,31 @@
 """Decode attention for one new token: q/k RMSNorm (Qwen3) + RoPE + KV-cache append + split-KV
-GQA flash-decoding, in two launches with a fixed grid (CUDA-graph safe; the work follows the
-live context because chunk bounds are computed on the device from `pos`).
+GQA flash-decoding + the combine, in ONE launch with a fixed grid (CUDA-graph safe; the work
+follows the live context because chunk bounds are computed on the device from `pos`).
 
-1. `_attn_partial_kernel`, grid (Hkv, S): program (kvh, s) takes all G = Hq/Hkv query heads of kv
-   head kvh (K/V are read once per kv head) over positions [s*chunk, min((s+1)*chunk, pos+1)),
-   chunk = roundup(cdiv(pos+1, S), BLOCK_T); online softmax in BLOCK_T tiles; writes (max, sum,
-   acc) partials. In the loop, row `pos` is taken from registers (tl.where), never from memory;
-   after it, the program whose chunk holds `pos` appends the new k/v row to the cache.
-2. `_attn_combine_kernel`, grid (Hq,): merges the S partials of one q head into out.
+`_attn_kernel`, grid (Hkv, S): program (kvh, s) takes all G = Hq/Hkv query heads of kv head kvh
+(K/V are read once per kv head) over cache rows [s*chunk, min((s+1)*chunk, pos)),
+chunk = max(roundup(cdiv(pos+1, S), BLOCK_T), MIN_CHUNK), in BLOCK_T tiles with an online
+softmax; the new token (row pos) is merged from registers after the loop by the program whose
+chunk holds pos, which also appends its k/v row to the cache. Programs past the context
+(s >= n_active = cdiv(pos+1, chunk)) exit. Each active program stores its (max, sum, acc)
+partial, then the combine runs in the same launch, "last to finish combines":
+  1. active splits form groups of GS; each program draws a ticket from its group's counter
+     (atomic, acq_rel); the one that draws the last ticket merges the group's <= GS partials
+     and, if there is only one group (short context), writes `out` for the G heads;
+  2. otherwise it draws a ticket from the kv head's counter; the last group merges the group
+     partials and writes `out`.
+Each last program sets its counter back to 0, so the next launch (next layer, next CUDA-graph
+replay) starts from zero. Two levels keep the serial tail short at long context (one SM merging
+all G * S * D floats alone would take longer than a second launch).
+
+Dots: for 16-bit caches K/V tiles feed the tensor cores as they are; q (and p) are split into a
+16-bit high part and a 16-bit remainder, two dots each, so the products are as exact as fp32
+inputs (~16 mantissa bits) at the speed of 16-bit MMAs. fp32 caches use exact fp32 dots.
 
 Not here: prefill attention (many query tokens), paged caches, sliding windows, ALiBi.
 """
 
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -42,6 +56,36 @@ def _norm_rope(base_ptr, rows, row_mask, d, norm_w_ptr, cos, sin, eps,
     return x * cos[None, :] + (sign * sin)[None, :] * xr
 
 
+@triton.jit
+def _merge(m_ptr, l_ptr, acc_ptr, heads, h_mask, stride, n, G2: tl.constexpr, SB: tl.constexpr, D: tl.constexpr):
+    """Merge partials j < n of each head: m/l at [heads*stride + j], acc at [(heads*stride + j)*D + d].
+
+    -> (m [G2], l [G2], acc [G2, D]); (-inf, 0, 0) for n == 0. Loads bypass L1 (.cg): the partials
+    were written by other SMs in this launch.
+    """
+    j = tl.arange(0, SB)
+    d = tl.arange(0, D)
+    m_run = tl.full([G2], float("-inf"), tl.float32)
+    l_run = tl.zeros([G2], tl.float32)
+    acc_run = tl.zeros([G2, D], tl.float32)
+    for j0 in range(0, n, SB):
+        jj = j0 + j
+        msk = h_mask[:, None] & (jj < n)[None, :]  # [G2, SB]
+        idx = heads[:, None] * stride + jj[None, :]
+        m = tl.load(m_ptr + idx, mask=msk, other=float("-inf"), cache_modifier=".cg")
+        l = tl.load(l_ptr + idx, mask=msk, other=0.0, cache_modifier=".cg")
+        acc = tl.load(acc_ptr + idx[:, :, None] * D + d[None, None, :], mask=msk[:, :, None], other=0.0,
+                      cache_modifier=".cg")  # [G2, SB, D]
+        m_new = tl.maximum(m_run, tl.max(m, axis=1))
+        m_ref = tl.where(m_new == float("-inf"), 0.0, m_new)  # all empty so far: keep weights 0, not NaN
+        alpha = tl.exp2(m_run - m_ref)
+        w = tl.exp2(m - m_ref[:, None])  # [G2, SB]
+        l_run = l_run * alpha + tl.sum(w * l, axis=1)
+        acc_run = acc_run * alpha[:, None] + tl.sum(w[:, :, None] * acc, axis=1)
+        m_run = m_new
+    return m_run, l_run, acc_run
+
+
 # Contract:
 #   qkv      [(HQ + 2*HKV) * D] fp32: q heads, k heads, v heads (projection output + bias, pre-norm/RoPE)
 #   pos      [1] int32 on device: the new token's position; cache rows 0..pos-1 are valid
@@ -49,13 +93,18 @@ def _norm_rope(base_ptr, rows, row_mask, d, norm_w_ptr, cos, sin, eps,
 #   cos, sin [Tmax, D/2] fp32
 #   q_norm, k_norm [D] (read only when HAS_QK_NORM)
 #   m_ws, l_ws [HQ, S] fp32; acc_ws [HQ, S, D] fp32 (log2-domain running max, sum, unnormalised acc)
+#   m2_ws, l2_ws [HQ, NG] fp32; acc2_ws [HQ, NG, D] fp32: the same per group of GS splits
+#   cnt [>= HKV, NG + 1] int32, all 0 on entry and on exit: ticket counters (NG groups + final)
+#   out [HQ * D] fp32
 #   grid (HKV, S)
 @triton.jit
-def _attn_partial_kernel(
+def _attn_kernel(
     qkv_ptr, pos_ptr, k_cache_ptr, v_cache_ptr, cos_ptr, sin_ptr, q_norm_ptr, k_norm_ptr,
-    m_ws_ptr, l_ws_ptr, acc_ws_ptr, T_MAX, S, qk_scale, eps,
-    HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
-    BLOCK_T: tl.constexpr, HAS_QK_NORM: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_PDL: tl.constexpr,
+    m_ws_ptr, l_ws_ptr, acc_ws_ptr, m2_ws_ptr, l2_ws_ptr, acc2_ws_ptr, cnt_ptr, out_ptr,
+    T_MAX, S, NG, qk_scale, eps,
+    HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, G2: tl.constexpr,
+    D: tl.constexpr, BLOCK_T: tl.constexpr, MIN_CHUNK: tl.constexpr, GS: tl.constexpr, HAS_QK_NORM: tl.constexpr,
+    SPLIT_DOTS: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_PDL: tl.constexpr,
 ):
     HALF: tl.constexpr = D // 2
     kvh = tl.program_id(0)
@@ -66,9 +115,11 @@ def _attn_partial_kernel(
 
     pos = tl.load(pos_ptr)
     n_ctx = pos + 1
-    chunk = tl.cdiv(tl.cdiv(n_ctx, S), BLOCK_T) * BLOCK_T
+    chunk = tl.maximum(tl.cdiv(tl.cdiv(n_ctx, S), BLOCK_T) * BLOCK_T, MIN_CHUNK)
+    n_active = tl.cdiv(n_ctx, chunk)  # splits with rows: always the prefix 0..n_active-1
     start = split * chunk
     end = tl.minimum(start + chunk, n_ctx)
+    end_old = tl.minimum(end, pos)  # cache rows read; row pos (the new token) comes from registers
 
     d = tl.arange(0, D)
     cos = tl.load(cos_ptr + pos * HALF + d % HALF)  # [D]
@@ -87,85 +138,123 @@ def _attn_partial_kernel(
     cache_off = kvh.to(tl.int64) * T_MAX * D
     k_base = k_cache_ptr + cache_off
     v_base = v_cache_ptr + cache_off
+    cache_ty = k_cache_ptr.dtype.element_ty
+    if SPLIT_DOTS:  # q = q_hi + q_lo, both in the cache dtype: two 16-bit dots ~ one fp32 dot
+        q_hi = q.to(cache_ty)
+        q_lo = (q - q_hi.to(tl.float32)).to(cache_ty)
 
     m_i = tl.full([G_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([G_PAD], tl.float32)
     acc = tl.zeros([G_PAD, D], tl.float32)
-    for t0 in range(start, end, BLOCK_T):
+    for t0 in range(start, end_old, BLOCK_T):
         t = t0 + tl.arange(0, BLOCK_T)  # [BLOCK_T]
-        t_mask = t < end
-        is_new = (t == pos)[:, None]
+        t_mask = t < end_old
         kv_off = t[:, None] * D + d[None, :]
-        k = tl.load(k_base + kv_off, mask=t_mask[:, None], other=0.0).to(tl.float32)  # [BLOCK_T, D]
-        k = tl.where(is_new, k_new[None, :], k)
-        s = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)  # [G_PAD, BLOCK_T], log2 units
+        k = tl.load(k_base + kv_off, mask=t_mask[:, None], other=0.0)  # [BLOCK_T, D]
+        v = tl.load(v_base + kv_off, mask=t_mask[:, None], other=0.0)
+        if SPLIT_DOTS:
+            kt = tl.trans(k)
+            s = tl.dot(q_lo, kt, tl.dot(q_hi, kt))  # [G_PAD, BLOCK_T], log2 units
+        else:
+            s = tl.dot(q, tl.trans(k.to(tl.float32)), input_precision=DOT_PRECISION)
         s = tl.where(t_mask[None, :], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         alpha = tl.exp2(m_i - m_new)
         p = tl.exp2(s - m_new[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v = tl.load(v_base + kv_off, mask=t_mask[:, None], other=0.0).to(tl.float32)
-        v = tl.where(is_new, v_new[None, :], v)
-        acc = acc * alpha[:, None] + tl.dot(p, v, input_precision=DOT_PRECISION)
+        if SPLIT_DOTS:
+            p_hi = p.to(cache_ty)
+            p_lo = (p - p_hi.to(tl.float32)).to(cache_ty)
+            pv = tl.dot(p_lo, v, tl.dot(p_hi, v))
+        else:
+            pv = tl.dot(p, v.to(tl.float32), input_precision=DOT_PRECISION)
+        acc = acc * alpha[:, None] + pv
         m_i = m_new
     if USE_PDL:
-        tl.extra.cuda.gdc_launch_dependents()  # only the (tiny) epilogue is left
+        tl.extra.cuda.gdc_launch_dependents()  # only the epilogue and the combine are left
 
-    # Append the new row only after the loop: no program ever reads a row written in this launch
-    # (the loop took row pos from registers), so there is no intra-launch read-after-write.
+    # The new token (row pos), in fp32, by the program whose chunk holds it.
     mine = (start <= pos) & (pos < end)
-    tl.store(k_base + pos * D + d, k_new.to(k_cache_ptr.dtype.element_ty), mask=mine & (d < D))
-    tl.store(v_base + pos * D + d, v_new.to(v_cache_ptr.dtype.element_ty), mask=mine & (d < D))
+    s_new = tl.sum(q * k_new[None, :], axis=1)  # [G_PAD]
+    m_new = tl.maximum(m_i, s_new)
+    alpha = tl.exp2(m_i - m_new)
+    p_new = tl.exp2(s_new - m_new)
+    l_i = tl.where(mine, l_i * alpha + p_new, l_i)
+    acc = tl.where(mine, acc * alpha[:, None] + p_new[:, None] * v_new[None, :], acc)
+    m_i = tl.where(mine, m_new, m_i)
+    # Append the new row only after the loop: no program ever reads a row written in this launch
+    # (loops stop before row pos), so there is no intra-launch read-after-write.
+    tl.store(k_base + pos * D + d, k_new.to(cache_ty), mask=mine & (d < D))
+    tl.store(v_base + pos * D + d, v_new.to(cache_ty), mask=mine & (d < D))
 
-    # Empty chunks (start >= end) store the neutral partial (-inf, 0, 0).
+    # Partials of non-empty chunks (empty ones are never read: the merges count active splits).
     qh = kvh * G + g
-    g_mask = g < G
-    tl.store(m_ws_ptr + qh * S + split, m_i, mask=g_mask)
-    tl.store(l_ws_ptr + qh * S + split, l_i, mask=g_mask)
-    tl.store(acc_ws_ptr + (qh[:, None] * S + split) * D + d[None, :], acc, mask=g_mask[:, None])
+    keep = (g < G) & (split < n_active)
+    tl.store(m_ws_ptr + qh * S + split, m_i, mask=keep)
+    tl.store(l_ws_ptr + qh * S + split, l_i, mask=keep)
+    tl.store(acc_ws_ptr + (qh[:, None] * S + split) * D + d[None, :], acc, mask=keep[:, None])
 
-
-# Contract: m_ws, l_ws [HQ, S] fp32; acc_ws [HQ, S, D] fp32; out [HQ * D] fp32; pos [1] int32. grid (HQ,)
-# Only the splits that held positions (same chunk formula as above) are read.
-@triton.jit
-def _attn_combine_kernel(
-    m_ws_ptr, l_ws_ptr, acc_ws_ptr, out_ptr, pos_ptr, S,
-    D: tl.constexpr, S_PAD: tl.constexpr, BLOCK_T: tl.constexpr, USE_PDL: tl.constexpr,
-):
-    h = tl.program_id(0)
-    if USE_PDL:
-        tl.extra.cuda.gdc_launch_dependents()
-        tl.extra.cuda.gdc_wait()
-    n_ctx = tl.load(pos_ptr) + 1
-    chunk = tl.cdiv(tl.cdiv(n_ctx, S), BLOCK_T) * BLOCK_T
-    s = tl.arange(0, S_PAD)
-    s_mask = (s < S) & (s * chunk < n_ctx)
-    d = tl.arange(0, D)
-    m = tl.load(m_ws_ptr + h * S + s, mask=s_mask, other=float("-inf"))  # [S_PAD]
-    l = tl.load(l_ws_ptr + h * S + s, mask=s_mask, other=0.0)
-    m_max = tl.max(m, axis=0)  # finite: split 0 always holds position 0
-    w = tl.exp2(m - m_max)  # 0 for empty splits
-    acc = tl.load(acc_ws_ptr + (h * S + s)[:, None] * D + d[None, :], mask=s_mask[:, None], other=0.0)
-    o = tl.sum(w[:, None] * acc, axis=0) / tl.sum(w * l, axis=0)
-    tl.store(out_ptr + h * D + d, o)
+    # Level 1: the last program of this group of GS active splits merges the group. Empty splits
+    # (split >= n_active) take no part: every program computes the same n_active from pos.
+    if split < n_active:
+        grp = split // GS
+        n_groups = tl.cdiv(n_active, GS)
+        cnt_row = cnt_ptr + kvh * (NG + 1)
+        tl.debug_barrier()  # every thread's partial stores precede the release below
+        ticket = tl.atomic_add(cnt_row + grp, 1, sem="acq_rel", scope="gpu")
+        n1 = tl.minimum(n_active - grp * GS, GS)
+        if ticket == n1 - 1:
+            tl.store(cnt_row + grp, 0)  # the whole group has drawn: reset for the next launch
+            h2 = tl.arange(0, G2)
+            heads = kvh * G + h2
+            h_mask = h2 < G
+            m1, l1, a1 = _merge(m_ws_ptr + grp * GS, l_ws_ptr + grp * GS, acc_ws_ptr + grp * GS * D,
+                                heads, h_mask, S, n1, G2, GS, D)
+            if n_groups == 1:
+                tl.store(out_ptr + heads[:, None] * D + d[None, :], a1 / tl.where(h_mask, l1, 1.0)[:, None],
+                         mask=h_mask[:, None])
+            else:
+                # Level 2: the last group to finish merges the group partials and writes out.
+                tl.store(m2_ws_ptr + heads * NG + grp, m1, mask=h_mask)
+                tl.store(l2_ws_ptr + heads * NG + grp, l1, mask=h_mask)
+                tl.store(acc2_ws_ptr + (heads[:, None] * NG + grp) * D + d[None, :], a1, mask=h_mask[:, None])
+                tl.debug_barrier()
+                ticket2 = tl.atomic_add(cnt_row + NG, 1, sem="acq_rel", scope="gpu")
+                if ticket2 == n_groups - 1:
+                    tl.store(cnt_row + NG, 0)
+                    m2, l2, a2 = _merge(m2_ws_ptr, l2_ws_ptr, acc2_ws_ptr, heads, h_mask, NG, n_groups, G2, GS, D)
+                    tl.store(out_ptr + heads[:, None] * D + d[None, :], a2 / tl.where(h_mask, l2, 1.0)[:, None],
+                             mask=h_mask[:, None])
 
 
 class AttentionWorkspace:
-    """Split-KV partials for one decode_attention call (reusable across layers and steps)."""
+    """Split-KV partials and ticket counters for decode_attention (reusable across layers and steps,
+    not by two launches in flight at once). Counters start at 0 and every launch leaves them at 0.
 
-    def __init__(self, num_heads: int, head_dim: int, num_splits: int, device):
+    combine_group: splits merged per level-1 group (default 16; 2 under the interpreter so the
+    CPU tests run both levels).
+    """
+
+    def __init__(self, num_heads: int, head_dim: int, num_splits: int, device, combine_group: int | None = None):
+        gs = combine_group or (2 if interpreting() else 16)
+        assert gs >= 1 and gs & (gs - 1) == 0, "combine_group must be a power of two"
         self.num_splits = num_splits
-        self.m = torch.empty(num_heads, num_splits, dtype=torch.float32, device=device)
-        self.l = torch.empty(num_heads, num_splits, dtype=torch.float32, device=device)
-        self.acc = torch.empty(num_heads, num_splits, head_dim, dtype=torch.float32, device=device)
+        self.group = min(gs, triton.next_power_of_2(num_splits))
+        self.num_groups = triton.cdiv(num_splits, self.group)
+        f32 = dict(dtype=torch.float32, device=device)
+        self.m = torch.empty(num_heads, num_splits, **f32)
+        self.l = torch.empty(num_heads, num_splits, **f32)
+        self.acc = torch.empty(num_heads, num_splits, head_dim, **f32)
+        self.m2 = torch.empty(num_heads, self.num_groups, **f32)
+        self.l2 = torch.empty(num_heads, self.num_groups, **f32)
+        self.acc2 = torch.empty(num_heads, self.num_groups, head_dim, **f32)
+        self.tickets = torch.zeros(num_heads, self.num_groups + 1, dtype=torch.int32, device=device)
 
 
 def default_num_splits(num_kv_heads: int, device) -> int:
     """S such that Hkv * S is about two programs per SM, capped at 128 (4 under the interpreter).
 
-    Measured on an H200 (Hq=12, Hkv=2, D=128, bf16 cache, in a CUDA graph): S=128 vs 64 is
-    equal at context 512 (7.3 us, launch-bound) and faster at 4096 (10.0 vs 11.9 us) and 16384
-    (18.9 vs 21.5 us).
+    Measured on an H200 (Hq=12, Hkv=2, D=128, bf16 cache, in a CUDA graph): see kernels/PERF.md.
     """
     device = torch.device(device)
     if device.type != "cuda" or interpreting():
@@ -174,8 +263,23 @@ def default_num_splits(num_kv_heads: int, device) -> int:
     return max(1, min(128, triton.cdiv(2 * sms, num_kv_heads)))
 
 
-def _block_t(head_dim: int) -> int:
-    return 16 if interpreting() else 64 if head_dim <= 64 else 32
+@dataclass(frozen=True)
+class AttentionConfig:
+    """Launch config of _attn_kernel. split_dots: hi/lo 16-bit dots (16-bit caches only), else
+    one dot with fp32 operands at `precision` (tf32 for 16-bit caches, ieee for fp32)."""
+    block_t: int
+    num_warps: int = 4
+    num_stages: int = 3
+    split_dots: bool = True
+    min_chunk: int = 0  # rows per split at least this (fewer, longer splits at short context)
+
+
+def attention_config(head_dim: int, cache_dtype: torch.dtype) -> AttentionConfig:
+    """Fixed rule from an in-graph sweep on an H200 (kernels/PERF.md); tiny tiles under the interpreter."""
+    if interpreting():
+        return AttentionConfig(block_t=16, split_dots=False)
+    return AttentionConfig(block_t=64, num_warps=4, num_stages=3, split_dots=cache_dtype != torch.float32,
+                           min_chunk=64)
 
 
 def decode_attention(
@@ -199,6 +303,14 @@ def decode_attention(
     qkv [(Hq+2Hkv)*D] fp32; pos int32 [1] (device); caches [Hkv, Tmax, D]; cos/sin [Tmax, D/2]
     fp32; out [Hq*D] fp32. Returns out.
     """
+    cfg = attention_config(k_cache.shape[-1], k_cache.dtype)
+    return decode_attention_with(cfg, qkv, pos, k_cache, v_cache, cos, sin, out, workspace, scale,
+                                 q_norm, k_norm, eps, pdl=pdl)
+
+
+def decode_attention_with(cfg: AttentionConfig, qkv, pos, k_cache, v_cache, cos, sin, out, workspace, scale,
+                          q_norm=None, k_norm=None, eps=1e-6, *, pdl=False) -> torch.Tensor:
+    """decode_attention with an explicit launch config (benchmarks and sweeps)."""
     assert k_cache.dim() == 3 and k_cache.shape == v_cache.shape, "caches must be [Hkv, Tmax, D]"
     assert k_cache.is_contiguous() and v_cache.is_contiguous(), "caches must be contiguous"
     assert k_cache.dtype == v_cache.dtype and k_cache.dtype in WEIGHT_DTYPES
@@ -219,20 +331,18 @@ def decode_attention(
         check_vec(k_norm, d, "k_norm", WEIGHT_DTYPES)
     assert qkv.device == pos.device == k_cache.device == out.device == ws.m.device
 
-    extra = pdl_launch_kwargs(pdl, qkv.device)
+    split_dots = cfg.split_dots and k_cache.dtype != torch.float32
     precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"
-    block_t = _block_t(d)
-    _attn_partial_kernel[(hkv, num_splits)](
+    _attn_kernel[(hkv, num_splits)](
         qkv, pos, k_cache, v_cache, cos, sin,
         q_norm if q_norm is not None else cos, k_norm if k_norm is not None else cos,
-        ws.m, ws.l, ws.acc, t_max, num_splits, scale * LOG2E, eps,
-        HQ=hq, HKV=hkv, G=g, G_PAD=max(16, triton.next_power_of_2(g)), D=d,
-        BLOCK_T=block_t, HAS_QK_NORM=q_norm is not None, DOT_PRECISION=precision, USE_PDL=pdl,
-        num_warps=4, num_stages=3, **extra,
-    )
-    _attn_combine_kernel[(hq,)](
-        ws.m, ws.l, ws.acc, out, pos, num_splits,
-        D=d, S_PAD=triton.next_power_of_2(num_splits), BLOCK_T=block_t, USE_PDL=pdl, num_warps=4, **extra,
+        ws.m, ws.l, ws.acc, ws.m2, ws.l2, ws.acc2, ws.tickets, out,
+        t_max, num_splits, ws.num_groups, scale * LOG2E, eps,
+        HQ=hq, HKV=hkv, G=g, G_PAD=max(16, triton.next_power_of_2(g)), G2=triton.next_power_of_2(g), D=d,
+        BLOCK_T=cfg.block_t, MIN_CHUNK=max(cfg.min_chunk, cfg.block_t), GS=ws.group,
+        HAS_QK_NORM=q_norm is not None, SPLIT_DOTS=split_dots, DOT_PRECISION=precision, USE_PDL=pdl,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        **pdl_launch_kwargs(pdl, qkv.device),
     )
     return out
 

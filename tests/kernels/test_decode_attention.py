@@ -1,6 +1,8 @@
 """Spec for kernels.decode_attention: one decode token's q/k norm + RoPE + cache append + GQA
-split-KV attention, against decode_attention_ref, at every kind of position (first token, chunk
-boundaries, last cache row) and head layout (GQA group 1, 2, 6, 8; head_dim 64 and 128)."""
+split-KV attention + in-launch combine, against decode_attention_ref, at every kind of position
+(first token, chunk boundaries, last cache row) and head layout (GQA group 1, 2, 6, 8; head_dim
+64 and 128); the ticket counters of the combine are back at zero after every call and every
+CUDA-graph replay."""
 
 import math
 
@@ -9,15 +11,18 @@ import torch
 from kernel_helpers import DEVICE, gpu, poisoned, randn, rel_err
 
 from kernels.decode_attention import (
+    AttentionConfig,
     AttentionWorkspace,
     decode_attention,
     decode_attention_ref,
+    decode_attention_with,
     default_num_splits,
     rope_tables,
 )
 
-TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2}  # bf16 caches: tf32 dots on the GPU
-CACHE_TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=1e-2, atol=1e-2)}
+TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-2}  # bf16 caches: the new row is stored rounded
+CACHE_TOL = {torch.float32: dict(rtol=1e-5, atol=1e-5), torch.bfloat16: dict(rtol=1e-2, atol=1e-2),
+             torch.float16: dict(rtol=1e-3, atol=1e-3)}
 
 
 def make_case(hq, hkv, d, t_max, dtype, qk_norm, gen, device=DEVICE):
@@ -30,21 +35,32 @@ def make_case(hq, hkv, d, t_max, dtype, qk_norm, gen, device=DEVICE):
     return qkv, k_cache, v_cache, cos, sin, q_norm, k_norm
 
 
-def run_and_check(hq, hkv, d, t_max, dtype, qk_norm, positions, gen, num_splits=None, device=DEVICE, pdl=False):
+def poison_workspace(ws):
+    for t in (ws.m, ws.l, ws.acc, ws.m2, ws.l2, ws.acc2):
+        t.fill_(float("nan"))
+
+
+def run_and_check(hq, hkv, d, t_max, dtype, qk_norm, positions, gen, num_splits=None, device=DEVICE, pdl=False,
+                  combine_group=None, config=None, tol=None):
     qkv, k_cache, v_cache, cos, sin, q_norm, k_norm = make_case(hq, hkv, d, t_max, dtype, qk_norm, gen, device)
     s = num_splits or default_num_splits(hkv, device)
-    ws = AttentionWorkspace(hq, d, s, device)
+    ws = AttentionWorkspace(hq, d, s, device, combine_group=combine_group)
     scale = 1.0 / math.sqrt(d)
     for p in positions:
-        ws.m.fill_(float("nan")), ws.l.fill_(float("nan")), ws.acc.fill_(float("nan"))
+        poison_workspace(ws)
         before_k, before_v = k_cache.clone(), v_cache.clone()
         ref, k_row, v_row = decode_attention_ref(qkv, p, k_cache, v_cache, cos, sin, scale, q_norm, k_norm)
         out = poisoned(hq * d, device=device)
         pos = torch.tensor([p], dtype=torch.int32, device=device)
-        got = decode_attention(qkv, pos, k_cache, v_cache, cos, sin, out, ws, scale, q_norm, k_norm, pdl=pdl)
+        if config is None:
+            got = decode_attention(qkv, pos, k_cache, v_cache, cos, sin, out, ws, scale, q_norm, k_norm, pdl=pdl)
+        else:
+            got = decode_attention_with(config, qkv, pos, k_cache, v_cache, cos, sin, out, ws, scale, q_norm, k_norm,
+                                        pdl=pdl)
         assert got is out
         err = rel_err(out, ref)
-        assert err <= TOL[dtype], f"pos={p}: rel err {err}"
+        assert err <= (tol or TOL[dtype]), f"pos={p}: rel err {err}"
+        assert not ws.tickets.any(), f"pos={p}: ticket counters not reset: {ws.tickets.tolist()}"
         # the new row is appended at pos (in cache dtype); every other row is untouched
         torch.testing.assert_close(k_cache[:, p].float(), k_row.to(dtype).float(), **CACHE_TOL[dtype])
         torch.testing.assert_close(v_cache[:, p].float(), v_row.to(dtype).float(), **CACHE_TOL[dtype])
@@ -77,6 +93,27 @@ def test_qwen3_qk_norm_applied_before_rope(dtype, gen):
 @pytest.mark.parametrize("num_splits", [1, 3, 7])
 def test_any_number_of_splits_gives_the_same_answer(num_splits, gen):
     run_and_check(4, 1, 64, 50, torch.float32, False, [0, 20, 49], gen, num_splits=num_splits)
+
+
+@pytest.mark.parametrize("num_splits,combine_group", [(4, 1), (5, 2), (8, 4), (6, 8)])
+def test_tickets_are_back_to_zero_after_every_call(num_splits, combine_group, gen):
+    # One or two combine levels, groups of 1 (every split merges alone) up to all splits in one
+    # group, a last group smaller than the others; many calls in a row on one workspace.
+    run_and_check(6, 2, 64, 90, torch.float32, False, [0, 1, 16, 33, 64, 89, 7, 89], gen,
+                  num_splits=num_splits, combine_group=combine_group)
+
+
+def test_min_chunk_gives_the_same_answer(gen):
+    # Fewer, longer splits at short context (chunk >= min_chunk rows, not a multiple of BLOCK_T).
+    run_and_check(4, 2, 64, 90, torch.float32, False, [0, 40, 47, 48, 89], gen, num_splits=5,
+                  config=AttentionConfig(block_t=16, min_chunk=24))
+
+
+def test_split_16bit_dots_are_as_exact_as_fp32_dots(gen):
+    # q and p split into a 16-bit high part + remainder: two tensor-core dots per product, error
+    # ~1e-6 (one tf32 or bf16 dot: ~1e-3). fp16 here: the interpreter cannot do bf16 dots.
+    run_and_check(6, 1, 128, 70, torch.float16, False, POSITIONS, gen, tol=2e-5,
+                  config=AttentionConfig(block_t=16, split_dots=True))
 
 
 def test_sequential_decode_builds_the_cache_token_by_token(gen):
@@ -123,3 +160,40 @@ def test_gpu_qwen25_layout_long_context(dtype, pdl, gen):
                                              (24, 4, 128, False)])
 def test_gpu_other_layouts(hq, hkv, d, qk_norm, gen):
     run_and_check(hq, hkv, d, 3000, torch.bfloat16, qk_norm, [0, 5, 700, 2047, 2999], gen, device="cuda")
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_split_bf16_dots_are_near_fp32_exact(gen):
+    run_and_check(12, 2, 128, 16384, torch.bfloat16, False, [5, 700, 4096, 16383], gen, device="cuda", tol=1e-4)
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("pdl", [False, True])
+def test_gpu_cuda_graph_replays_reset_the_tickets(pdl, gen):
+    # Two "layers" share one workspace inside one graph, replayed at moving positions: every
+    # launch must find the counters at zero, and leave them there.
+    hq, hkv, d, t_max = 12, 2, 128, 5000
+    layers = [make_case(hq, hkv, d, t_max, torch.bfloat16, False, gen, "cuda") for _ in range(2)]
+    ws = AttentionWorkspace(hq, d, default_num_splits(hkv, "cuda"), "cuda")
+    pos = torch.zeros(1, dtype=torch.int32, device="cuda")
+    outs = [torch.empty(hq * d, device="cuda") for _ in layers]
+
+    def step():
+        for (qkv, k, v, cos, sin, _, _), out in zip(layers, outs):
+            decode_attention(qkv, pos, k, v, cos, sin, out, ws, d ** -0.5, pdl=pdl)
+
+    step()  # compile outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    for p in [0, 1, 100, 4095, 4999, 63, 2500]:
+        pos.fill_(p)
+        refs = [decode_attention_ref(qkv, p, k, v, cos, sin, d ** -0.5)[0] for qkv, k, v, cos, sin, _, _ in layers]
+        graph.replay()
+        torch.cuda.synchronize()
+        for out, ref in zip(outs, refs):
+            assert rel_err(out, ref) <= 1e-4, f"pos={p}"
+        assert not ws.tickets.any(), f"pos={p}: {ws.tickets.tolist()}"
