@@ -4,7 +4,7 @@ follows the live context because chunk bounds are computed on the device from `p
 
 `_attn_kernel`, grid (Hkv, S): program (kvh, s) takes all G = Hq/Hkv query heads of kv head kvh
 (K/V are read once per kv head) over cache rows [s*chunk, min((s+1)*chunk, pos)),
-chunk = max(roundup(cdiv(pos+1, S), BLOCK_T), MIN_CHUNK), in BLOCK_T tiles with an online
+chunk = max(roundup(cdiv(pos+1, S), CHUNK_ALIGN), MIN_CHUNK), in BLOCK_T tiles with an online
 softmax; the new token (row pos) is merged from registers after the loop by the program whose
 chunk holds pos, which also appends its k/v row to the cache. Programs past the context
 (s >= n_active = cdiv(pos+1, chunk)) exit. Each active program stores its (max, sum, acc)
@@ -103,8 +103,8 @@ def _attn_kernel(
     m_ws_ptr, l_ws_ptr, acc_ws_ptr, m2_ws_ptr, l2_ws_ptr, acc2_ws_ptr, cnt_ptr, out_ptr,
     T_MAX, S, NG, qk_scale, eps,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, G2: tl.constexpr,
-    D: tl.constexpr, BLOCK_T: tl.constexpr, MIN_CHUNK: tl.constexpr, GS: tl.constexpr, HAS_QK_NORM: tl.constexpr,
-    SPLIT_DOTS: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_PDL: tl.constexpr,
+    D: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_ALIGN: tl.constexpr, MIN_CHUNK: tl.constexpr, GS: tl.constexpr,
+    HAS_QK_NORM: tl.constexpr, SPLIT_DOTS: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_PDL: tl.constexpr,
 ):
     HALF: tl.constexpr = D // 2
     kvh = tl.program_id(0)
@@ -115,7 +115,7 @@ def _attn_kernel(
 
     pos = tl.load(pos_ptr)
     n_ctx = pos + 1
-    chunk = tl.maximum(tl.cdiv(tl.cdiv(n_ctx, S), BLOCK_T) * BLOCK_T, MIN_CHUNK)
+    chunk = tl.maximum(tl.cdiv(tl.cdiv(n_ctx, S), CHUNK_ALIGN) * CHUNK_ALIGN, MIN_CHUNK)
     n_active = tl.cdiv(n_ctx, chunk)  # splits with rows: always the prefix 0..n_active-1
     start = split * chunk
     end = tl.minimum(start + chunk, n_ctx)
@@ -252,15 +252,18 @@ class AttentionWorkspace:
 
 
 def default_num_splits(num_kv_heads: int, device) -> int:
-    """S such that Hkv * S is about two programs per SM, capped at 128 (4 under the interpreter).
+    """S such that Hkv * S is about two programs per SM, capped at 256 (4 under the interpreter).
 
-    Measured on an H200 (Hq=12, Hkv=2, D=128, bf16 cache, in a CUDA graph): see kernels/PERF.md.
+    Measured on an H200 (in a CUDA graph, PDL on, kernels/PERF.md): Qwen2.5 layout (Hkv=2) at
+    ctx 16384, S=132 12.6 us vs S=128 13.7 (129 splits of 128 rows instead of 86 of 192) vs
+    S=66 14.2; equal at 512 / 4096 (splits of >= 64 rows there). Qwen3 (Hkv=8): S=33 24.7 vs
+    S=17 29.9 vs S=66 28.6.
     """
     device = torch.device(device)
     if device.type != "cuda" or interpreting():
         return 4
     sms = torch.cuda.get_device_properties(device).multi_processor_count
-    return max(1, min(128, triton.cdiv(2 * sms, num_kv_heads)))
+    return max(1, min(256, triton.cdiv(2 * sms, num_kv_heads)))
 
 
 @dataclass(frozen=True)
@@ -272,6 +275,7 @@ class AttentionConfig:
     num_stages: int = 3
     split_dots: bool = True
     min_chunk: int = 0  # rows per split at least this (fewer, longer splits at short context)
+    chunk_align: int = 0  # rows per split rounded up to a multiple of this (0: block_t)
 
 
 def attention_config(head_dim: int, cache_dtype: torch.dtype) -> AttentionConfig:
@@ -339,7 +343,8 @@ def decode_attention_with(cfg: AttentionConfig, qkv, pos, k_cache, v_cache, cos,
         ws.m, ws.l, ws.acc, ws.m2, ws.l2, ws.acc2, ws.tickets, out,
         t_max, num_splits, ws.num_groups, scale * LOG2E, eps,
         HQ=hq, HKV=hkv, G=g, G_PAD=max(16, triton.next_power_of_2(g)), G2=triton.next_power_of_2(g), D=d,
-        BLOCK_T=cfg.block_t, MIN_CHUNK=max(cfg.min_chunk, cfg.block_t), GS=ws.group,
+        BLOCK_T=cfg.block_t, CHUNK_ALIGN=cfg.chunk_align or cfg.block_t, MIN_CHUNK=max(cfg.min_chunk, cfg.block_t),
+        GS=ws.group,
         HAS_QK_NORM=q_norm is not None, SPLIT_DOTS=split_dots, DOT_PRECISION=precision, USE_PDL=pdl,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **pdl_launch_kwargs(pdl, qkv.device),

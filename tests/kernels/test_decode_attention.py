@@ -107,6 +107,9 @@ def test_min_chunk_gives_the_same_answer(gen):
     # Fewer, longer splits at short context (chunk >= min_chunk rows, not a multiple of BLOCK_T).
     run_and_check(4, 2, 64, 90, torch.float32, False, [0, 40, 47, 48, 89], gen, num_splits=5,
                   config=AttentionConfig(block_t=16, min_chunk=24))
+    # splits that are not whole tiles (chunk rounded to 4 rows, not to BLOCK_T)
+    run_and_check(4, 2, 64, 90, torch.float32, False, [0, 3, 4, 47, 89], gen, num_splits=7,
+                  config=AttentionConfig(block_t=16, chunk_align=4))
 
 
 def test_split_16bit_dots_are_as_exact_as_fp32_dots(gen):
