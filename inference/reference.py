@@ -46,13 +46,16 @@ def rms_norm(x: Tensor, w: Tensor, eps: float) -> Tensor:
     return w * x32.to(dtype)
 
 
+def rotate_half(x: Tensor) -> Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat([-x[..., half:], x[..., :half]], -1)
+
+
 def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """x: [T, heads, D]; cos/sin: [T, D/2] float32 (cast to x's dtype like transformers)."""
     cos = torch.cat([cos, cos], -1)[:, None, :].to(x.dtype)
     sin = torch.cat([sin, sin], -1)[:, None, :].to(x.dtype)
-    half = x.shape[-1] // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
-    return x * cos + rotated * sin
+    return x * cos + rotate_half(x) * sin
 
 
 class ReferenceModel:

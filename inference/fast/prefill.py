@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from ..reference import KVCache, ReferenceModel
+from ..reference import KVCache, ReferenceModel, rms_norm, rotate_half
 
 MIN_BUCKET = 64
 
@@ -36,9 +36,7 @@ class PrefillModel(ReferenceModel):
 
     def _rope(self, x: Tensor, T: int) -> Tensor:
         """x [T, heads, D] (q and k heads together) -> rotated, rotate-half convention."""
-        half = x.shape[-1] // 2
-        rotated = torch.cat([-x[..., half:], x[..., :half]], -1)
-        return x * self.cos_full[:T, None] + rotated * self.sin_full[:T, None]
+        return x * self.cos_full[:T, None] + rotate_half(x) * self.sin_full[:T, None]
 
     @torch.inference_mode()
     def forward_last(self, ids: Tensor, last: Tensor, cache: KVCache) -> Tensor:
@@ -52,7 +50,7 @@ class PrefillModel(ReferenceModel):
             q, k, v = qkv.split([cfg.q_size, cfg.kv_size, cfg.kv_size], dim=-1)
             q, k, v = q.view(T, Hq, D), k.view(T, Hkv, D), v.view(T, Hkv, D)
             if layer.q_norm is not None:
-                q, k = self._head_norm(q, layer.q_norm), self._head_norm(k, layer.k_norm)
+                q, k = rms_norm(q, layer.q_norm, cfg.rms_norm_eps), rms_norm(k, layer.k_norm, cfg.rms_norm_eps)
             q, k = self._rope(q, T), self._rope(k, T)
             k, v = k.transpose(0, 1), v.transpose(0, 1)  # [Hkv, T, D]
             cache.k[i, :, :T] = k
@@ -64,10 +62,6 @@ class PrefillModel(ReferenceModel):
             x = x + F.linear(F.silu(gate) * up, layer.down)
         h = self._norm(x.index_select(0, last), w.norm)  # [1, H]
         return F.linear(h, w.lm_head)[0].float()
-
-    def _head_norm(self, x: Tensor, w: Tensor) -> Tensor:
-        x32 = x.float()
-        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.cfg.rms_norm_eps)).to(x.dtype) * w
 
     @torch.inference_mode()
     def prefill(self, ids: Tensor, cache: KVCache, use_graph: bool = True) -> Tensor:
