@@ -33,9 +33,15 @@ WEIGHT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 # Measured overrides: (N, K) -> [(BLOCK_N, BLOCK_K, num_warps, num_stages), ...] (first one used).
 # N is the launcher's row count per program set: rows of W for rmsnorm_gemv / gemv_residual, I for
-# rmsnorm_gate_up_silu (each program then takes BLOCK_N gate and BLOCK_N up rows). Fill it from an
-# in-graph sweep (e.g. kernels.tune_gemv); shapes not listed use the rule in gemv_config.
-TUNED: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+# rmsnorm_gate_up_silu (each program then takes BLOCK_N gate and BLOCK_N up rows). Shapes not listed
+# use the rules below. Entries: the bests of `python -m kernels.sweep_gemv` where they beat the rule
+# (Qwen2.5-Coder-1.5B step on an H200: rule 1162.6 us, with these 1148.6, median of 3 each; for the
+# 3B and Qwen3-1.7B shapes the rule equals the bests).
+TUNED: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {
+    (1536, 1536): [(4, 2048, 8, 1)],  # o_proj, hidden 1536
+    (1536, 8960): [(4, 2048, 8, 1)],  # down_proj, 8960 -> 1536
+    (151936, 1536): [(16, 256, 4, 1)],  # LM head, Qwen2.5 vocabulary, hidden 1536
+}
 
 
 def tuned_config(n: int, k: int) -> dict | None:
@@ -51,12 +57,12 @@ def gemv_config(n: int, k: int) -> dict:
 
     A fixed rule instead of @triton.autotune: autotuning times one launch at a time, which for
     these 2-20 us kernels measures Python launch overhead (we saw 32 us for a 4 us kernel) and
-    picked different configs from run to run. The rule reproduces the best configs of an
-    in-CUDA-graph sweep on an H200 (24 launches over rotating weight copies, cold L2):
-        2048x1536   BN=2  BK=1024 w4   4.3 us      17920x1536  BN=8  BK=512 w4  15.6 us
-        1536x8960   BN=2  BK=1024 w8   9.5 us      1536x1536   BN=2  BK=1024 w4|8 3.9 us
-        151936x1536 BN=16..32 BK=128..256 w4 (93% of copy bandwidth)
-    i.e. about n/2048 rows per program (>= 2, <= 32), BLOCK_N * BLOCK_K = 4096 weights per tile.
+    picked different configs from run to run. The rule comes from a sweep inside the whole decode
+    step (one CUDA graph, PDL on, each kernel's config varied alone, H200; kernels/PERF.md):
+        k >= 4096 (down_proj)           BN=4  BK=1024 w8   (was BN=2: 3B step 2217 -> 2062 us)
+        n <= 8192 (qkv, o_proj)         BN=4  BK=512  w4   (qkv: 1188 -> 1176 us, 1.5B step)
+        larger n (LM head)              about n/2048 rows per program (<= 32), 4096 weights per tile
+    The gate/up projection has its own rule (gate_up_config).
     """
     import triton
 
@@ -64,6 +70,24 @@ def gemv_config(n: int, k: int) -> dict:
         return {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4}
     if (tuned := tuned_config(n, k)) is not None:
         return tuned
+    if k >= 4096:
+        return {"BLOCK_N": 4, "BLOCK_K": 1024, "num_warps": 8}
+    if n <= 8192:
+        return {"BLOCK_N": 4, "BLOCK_K": min(512, triton.next_power_of_2(k)), "num_warps": 4}
     bn = max(2, min(32, 1 << max(0, (n // 2048).bit_length() - 1)))
     bk = max(64, min(4096 // bn, 1024, triton.next_power_of_2(k)))
-    return {"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 8 if k >= 4096 else 4}
+    return {"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4}
+
+
+def gate_up_config(i: int, k: int) -> dict:
+    """Launch config for rmsnorm_gate_up_silu over a packed [2i, k] gate/up weight: BLOCK_N gate rows
+    and BLOCK_N up rows per program. From the same in-step sweep (kernels/PERF.md): BN=16, BK=256,
+    8 warps was the best of ten configs for all three model shapes (3B step 2217 -> 2150 us,
+    Qwen3-1.7B 1316 -> 1288, 1.5B 1188 -> 1170; the old rule gave BN=4, BK=512, 4 warps)."""
+    import triton
+
+    if interpreting():
+        return {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4}
+    if (tuned := tuned_config(i, k)) is not None:
+        return tuned
+    return {"BLOCK_N": 16, "BLOCK_K": min(256, triton.next_power_of_2(k)), "num_warps": 8}

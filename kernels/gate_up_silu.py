@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwargs, tuned_config
+from kernels._util import WEIGHT_DTYPES, check_vec, gate_up_config, pdl_launch_kwargs
 
 
 @triton.jit
@@ -87,10 +87,7 @@ def rmsnorm_gate_up_silu(
     check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
     check_vec(out, i, "out")
     assert x.device == w.device == out.device
-    cfg = tuned_config(i, k)
-    if cfg is None:  # the rule, sized for all 2I rows: each program takes BLOCK_N gate + BLOCK_N up rows
-        cfg = gemv_config(two_i, k)
-        cfg["BLOCK_N"] = max(1, cfg["BLOCK_N"] // 2)
+    cfg = gate_up_config(i, k)
     _gate_up_silu_kernel[(triton.cdiv(i, cfg["BLOCK_N"]),)](
         x, norm_w, w, out, i, k, eps, USE_PDL=pdl, **cfg, **pdl_launch_kwargs(pdl, w.device))
     return out
