@@ -47,6 +47,13 @@ def run_frame(code="def fibonacci(n):", **params):
     return {"type": "run", "mode": "complete", "code": code, "params": {"max_tokens": 48, **params}}
 
 
+async def assert_runs_again_then_close(comm):
+    """The socket (and the worker behind it) still completes a short run; then disconnect."""
+    await comm.send_json_to(run_frame(max_tokens=8))
+    assert (await collect_until_end(comm))[-1]["type"] == "done"
+    await comm.disconnect()
+
+
 async def test_run_streams_ordered_frames_whose_text_is_the_engines_output(worker, engine):
     comm = await connect()
     await comm.send_json_to(run_frame(temperature=0))
@@ -102,9 +109,7 @@ async def test_stop_cancels_the_run_within_a_frame(worker):
     run = await database_sync_to_async(Run.objects.get)(pk=done["run_id"])
     assert run.status == "cancelled"
     # The socket and the worker are ready for the next run.
-    await comm.send_json_to(run_frame(max_tokens=8))
-    assert (await collect_until_end(comm))[-1]["type"] == "done"
-    await comm.disconnect()
+    await assert_runs_again_then_close(comm)
 
 
 async def test_disconnect_mid_run_frees_the_worker(worker):
@@ -136,9 +141,7 @@ async def test_malformed_and_unknown_frames_get_errors_and_the_socket_stays_usab
                                              "params": {"temperature": -1}}))
     assert "temperature" in (await receive(comm))["message"]
     assert await database_sync_to_async(Run.objects.count)() == 0  # nothing bad was queued
-    await comm.send_json_to(run_frame(max_tokens=8))
-    assert (await collect_until_end(comm))[-1]["type"] == "done"
-    await comm.disconnect()
+    await assert_runs_again_then_close(comm)
 
 
 async def test_a_second_run_while_one_is_active_is_refused(worker):
