@@ -19,6 +19,7 @@ import math
 import torch
 import triton
 
+from kernels._util import TUNED
 from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits, rope_tables
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.gemv_residual import gemv_residual
@@ -130,46 +131,85 @@ def attention_rows():
     return rows
 
 
+# hidden, q heads, kv heads, head dim, intermediate, vocab, layers
+SHAPES = {
+    "qwen2.5-coder-1.5b": (1536, 12, 2, 128, 8960, 151936, 28),
+    "qwen2.5-coder-3b": (2048, 16, 2, 128, 11008, 151936, 36),
+    "qwen3-1.7b": (2048, 16, 8, 128, 6144, 151936, 28),
+}
+
+
+class Step:
+    """Random weights of one model shape and its decode step (all layers + LM head, no sampler), as a
+    callable to capture in a CUDA graph; `time_us` times that graph with given TUNED overrides."""
+
+    def __init__(self, shape: str, ctx: int, num_layers: int | None = None, pdl: bool = True):
+        h, hq, hkv, d, i, v, n_layers = SHAPES[shape]
+        n_layers = num_layers or n_layers
+        self.pdl = pdl
+        self.keys = {"qkv": ((hq + 2 * hkv) * d, h), "o_proj": (h, hq * d), "gate_up": (i, h), "down": (h, i),
+                     "lm_head": (v, h)}
+        qn = (hq + 2 * hkv) * d
+
+        def r(*s, scale=1.0):
+            return torch.randn(*s, device="cuda", dtype=torch.bfloat16) * scale
+
+        self.layers = [dict(an=r(h), qkv=r(qn, h, scale=.02), b=r(qn), o=r(h, hq * d, scale=.02), mn=r(h),
+                            gu=r(2 * i, h, scale=.02), dn=r(h, i, scale=.02)) for _ in range(n_layers)]
+        self.lm, self.nw = r(v, h, scale=.02), r(h)
+        t_max = ctx + 64
+        self.k = torch.randn(n_layers, hkv, t_max, d, device="cuda", dtype=torch.bfloat16)
+        self.v = torch.randn_like(self.k)
+        self.cos, self.sin = rope_tables(t_max, d, device="cuda")
+        self.pos = torch.tensor([ctx], dtype=torch.int32, device="cuda")
+        self.x0, self.x = torch.randn(h, device="cuda"), torch.empty(h, device="cuda")
+        self.qkv, self.attn = torch.empty(qn, device="cuda"), torch.empty(hq * d, device="cuda")
+        self.h, self.logits = torch.empty(i, device="cuda"), torch.empty(v, device="cuda")
+        self.ws = AttentionWorkspace(hq, d, default_num_splits(hkv, "cuda"), "cuda")
+        self.scale = 1 / math.sqrt(d)
+        self.bytes = (sum(t.numel() * 2 for lw in self.layers for t in lw.values()) + self.lm.numel() * 2
+                      + 2 * n_layers * hkv * (ctx + 1) * d * 2)
+
+    def __call__(self):
+        x = self.x
+        x.copy_(self.x0)
+        for i, lw in enumerate(self.layers):
+            rmsnorm_gemv(x, lw["qkv"], self.qkv, norm_w=lw["an"], bias=lw["b"], pdl=self.pdl)
+            decode_attention(self.qkv, self.pos, self.k[i], self.v[i], self.cos, self.sin, self.attn, self.ws,
+                             self.scale, pdl=self.pdl)
+            gemv_residual(self.attn, lw["o"], x, pdl=self.pdl)
+            rmsnorm_gate_up_silu(x, lw["mn"], 1e-6, lw["gu"], self.h, pdl=self.pdl)
+            gemv_residual(self.h, lw["dn"], x, pdl=self.pdl)
+        rmsnorm_gemv(x, self.lm, self.logits, norm_w=self.nw, pdl=self.pdl)
+
+    def time_us(self, tuned: dict | None = None) -> float:
+        """Best of two do_bench medians of the step's graph, with exactly these TUNED overrides
+        (None: the shipped table)."""
+        shipped = dict(TUNED)
+        if tuned is not None:
+            TUNED.clear()
+            TUNED.update(tuned)
+        try:
+            self()
+            torch.cuda.synchronize()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g):
+                self()
+            return min(bench(g.replay, rep_ms=300) for _ in range(2))
+        finally:
+            TUNED.clear()
+            TUNED.update(shipped)
+
+
 def decode_step_rows(num_layers: int, ctx: int = 512):
     """A whole decode step (all layers + LM head), one CUDA graph, cold weights, PDL off / on."""
-    qn = (HQ + 2 * HKV) * D
-    layers = [dict(an=torch.randn(H, device="cuda", dtype=BF), qkv=torch.randn(qn, H, device="cuda", dtype=BF) * .02,
-                   b=torch.randn(qn, device="cuda", dtype=BF), o=torch.randn(H, HQ * D, device="cuda", dtype=BF) * .02,
-                   mn=torch.randn(H, device="cuda", dtype=BF), gu=torch.randn(2 * I, H, device="cuda", dtype=BF) * .02,
-                   dn=torch.randn(H, I, device="cuda", dtype=BF) * .02) for _ in range(num_layers)]
-    lm, nw = torch.randn(V, H, device="cuda", dtype=BF) * .02, torch.randn(H, device="cuda", dtype=BF)
-    t_max = ctx + 64
-    k = torch.randn(num_layers, HKV, t_max, D, device="cuda", dtype=BF)
-    v = torch.randn_like(k)
-    cos, sin = rope_tables(t_max, D, device="cuda")
-    pos = torch.tensor([ctx], dtype=torch.int32, device="cuda")
-    x0, x = torch.randn(H, device="cuda"), torch.empty(H, device="cuda")
-    qkv, attn = torch.empty(qn, device="cuda"), torch.empty(HQ * D, device="cuda")
-    h, logits = torch.empty(I, device="cuda"), torch.empty(V, device="cuda")
-    ws = AttentionWorkspace(HQ, D, default_num_splits(HKV, "cuda"), "cuda")
-    weight_bytes = sum(t.numel() * t.element_size() for lw in layers for t in lw.values()) + lm.numel() * 2
-    nb = weight_bytes + 2 * num_layers * HKV * (ctx + 1) * D * 2
-
-    def step(pdl):
-        x.copy_(x0)
-        for i, lw in enumerate(layers):
-            rmsnorm_gemv(x, lw["qkv"], qkv, norm_w=lw["an"], bias=lw["b"], pdl=pdl)
-            decode_attention(qkv, pos, k[i], v[i], cos, sin, attn, ws, 1 / math.sqrt(D), pdl=pdl)
-            gemv_residual(attn, lw["o"], x, pdl=pdl)
-            rmsnorm_gate_up_silu(x, lw["mn"], 1e-6, lw["gu"], h, pdl=pdl)
-            gemv_residual(h, lw["dn"], x, pdl=pdl)
-        rmsnorm_gemv(x, lm, logits, norm_w=nw, pdl=pdl)
-
     rows = []
     for pdl in (False, True):
-        step(pdl)  # compile outside the capture
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            step(pdl)
-        us = bench(g.replay, rep_ms=500)
-        rows.append((f"decode step graph{' pdl' if pdl else ''}", f"{num_layers}L ctx {ctx}", nb, us,
+        step = Step("qwen2.5-coder-1.5b", ctx, num_layers, pdl=pdl)
+        us = step.time_us()
+        rows.append((f"decode step graph{' pdl' if pdl else ''}", f"{num_layers}L ctx {ctx}", step.bytes, us,
                      f" -> {1e6 / us:.0f} tok/s"))
+        del step
     return rows
 
 
