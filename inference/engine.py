@@ -211,7 +211,8 @@ class _DeviceTimer:
     """Reads sampled tokens back without stalling the device, and times them on the device.
 
     CUDA: each token is copied into pinned host memory with a recorded event; `pop` waits only
-    for the oldest one. Decode time is the event time between the first and the last token read.
+    for the oldest one. A token the runner's graph already wrote to pinned host memory (a CPU
+    tensor) is not copied: its event only marks when it is valid. Decode time is the event time between the first and the last token read.
     CPU: values are ready at once; host clock.
     """
 
@@ -231,22 +232,24 @@ class _DeviceTimer:
         i = self.n_pushed
         self.n_pushed += 1
         if self.cuda:
-            self.host[i:i + 1].copy_(token, non_blocking=True)
+            if token.device.type == "cuda":
+                self.host[i:i + 1].copy_(token, non_blocking=True)
+                token = self.host[i:i + 1]
             ev = torch.cuda.Event(enable_timing=True)
             ev.record()
-            self.queue.append((i, ev))
+            self.queue.append((token, ev))
         else:
             self.host[i] = token[0]
-            self.queue.append((i, time.perf_counter()))
+            self.queue.append((self.host[i:i + 1], time.perf_counter()))
 
     def pop(self) -> int:
-        i, mark = self.queue.popleft()
+        value, mark = self.queue.popleft()
         if self.cuda:
             mark.synchronize()
         if self.first is None:
             self.first = mark
         self.last = mark
-        return int(self.host[i])
+        return int(value[0])
 
     def decode_ms(self) -> float:
         if self.first is None or self.first is self.last:

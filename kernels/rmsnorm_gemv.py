@@ -29,22 +29,14 @@ def _x_chunk(x_ptr, norm_w_ptr, k_offs, K, HAS_NORM: tl.constexpr):
     return x, sq
 
 
-# Contract:
-#   x      [K]     fp32, contiguous
-#   W      [N, K]  bf16/fp16/fp32, row-major contiguous (stride K, 1)
-#   norm_w [K]     any float dtype (read only when HAS_NORM)
-#   bias   [N]     any float dtype (read only when HAS_BIAS)
-#   out    [N]     fp32, fully written
-#   grid   (cdiv(N, BLOCK_N),): program p owns rows [p*BLOCK_N, (p+1)*BLOCK_N)
 @triton.jit
-def _rmsnorm_gemv_kernel(
-    x_ptr, w_ptr, norm_w_ptr, bias_ptr, out_ptr, N, K, eps,
-    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):
-    pid = tl.program_id(0)
-    rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BLOCK_N]
-    row_mask = rows < N
+def _rmsnorm_rows_dot(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps,
+                      HAS_NORM: tl.constexpr, USE_PDL: tl.constexpr, BLOCK_K: tl.constexpr):
+    """W[rows] @ (rmsnorm(x) * norm_w) in fp32 -> [BLOCK_N] (no norm without HAS_NORM).
+
+    The main loop of every fused-norm GEMV here (also lm_head_argmax): the first weight tile is
+    issued before the PDL wait, the dependents are released after the loop.
+    """
     cols = tl.arange(0, BLOCK_K)  # [BLOCK_K]
     w_rows = w_ptr + rows.to(tl.int64)[:, None] * K  # [BLOCK_N, 1] row starts
 
@@ -69,6 +61,26 @@ def _rmsnorm_gemv_kernel(
     y = tl.sum(acc, axis=1)  # [BLOCK_N]
     if HAS_NORM:
         y = y * tl.rsqrt(tl.sum(ssq, axis=0) / K + eps)
+    return y
+
+
+# Contract:
+#   x      [K]     fp32, contiguous
+#   W      [N, K]  bf16/fp16/fp32, row-major contiguous (stride K, 1)
+#   norm_w [K]     any float dtype (read only when HAS_NORM)
+#   bias   [N]     any float dtype (read only when HAS_BIAS)
+#   out    [N]     fp32, fully written
+#   grid   (cdiv(N, BLOCK_N),): program p owns rows [p*BLOCK_N, (p+1)*BLOCK_N)
+@triton.jit
+def _rmsnorm_gemv_kernel(
+    x_ptr, w_ptr, norm_w_ptr, bias_ptr, out_ptr, N, K, eps,
+    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BLOCK_N]
+    row_mask = rows < N
+    y = _rmsnorm_rows_dot(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps, HAS_NORM, USE_PDL, BLOCK_K)
     if HAS_BIAS:
         y += tl.load(bias_ptr + rows, mask=row_mask, other=0.0).to(tl.float32)
     tl.store(out_ptr + rows, y, mask=row_mask)

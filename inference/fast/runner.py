@@ -9,6 +9,12 @@ Per layer, five launches read every weight exactly once:
 then the final norm + LM head (rmsnorm_gemv) and the on-device sampler. The step reads its input
 token and position from device buffers and writes them back for the next step, so replaying the
 graph is all the host does per token. The residual stream stays in float32 (a few KB).
+Greedy requests without a repetition penalty end the step with one launch instead
+(lm_head_argmax: LM head + argmax + token / pos update + the next token's embedding into x), so
+their step is Triton kernels only, chained with PDL; x then holds the input embedding between
+steps (start() writes it for the first step). That launch also writes the token into a ring in
+pinned host memory, and step() returns the token's slot there (a CPU tensor, valid once the
+step's work is done), so the engine needs no device-to-host copy per token.
 
 Prefill (`PrefillModel`) uses cuBLAS GEMMs and SDPA on the same static KV cache. One graph is
 captured per sampler mode (greedy, or the sampling variant a request needs), lazily.
@@ -22,6 +28,7 @@ from torch import Tensor
 from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.gemv_residual import gemv_residual
+from kernels.lm_head_argmax import argmax_scratch, lm_head_argmax
 from kernels.rmsnorm_gemv import rmsnorm_gemv
 
 from ..config import ModelConfig
@@ -31,16 +38,19 @@ from ..sampling import Sampler, SamplingParams
 from ..weights import ModelWeights
 from .prefill import PrefillModel
 
+RING = 256  # host ring slots for fused greedy tokens; the engine reads each within LAG steps
+
 
 class FastRunner(Runner):
     name = "cuda-graph"
 
     def __init__(self, cfg: ModelConfig, weights: ModelWeights, max_context: int, pdl: bool | None = None,
-                 use_graph: bool = True):
+                 use_graph: bool = True, fused_greedy: bool = True):
         assert weights.device.type == "cuda", "FastRunner needs CUDA weights"
         self.cfg, self.w, self.max_context, self.device = cfg, weights, max_context, weights.device
         self.pdl = torch.cuda.get_device_capability(self.device)[0] >= 9 if pdl is None else pdl
         self.use_graph = use_graph
+        self.fused_greedy = fused_greedy  # greedy steps end with lm_head_argmax (else LM head + sampler)
         self.model = PrefillModel(cfg, weights, max_context)
         self.cache = KVCache(cfg, max_context, self.device, weights.dtype)
         self.sampler = Sampler(cfg.vocab_size, self.device)
@@ -55,14 +65,19 @@ class FastRunner(Runner):
         self.splits = default_num_splits(cfg.num_kv_heads, self.device)
         self.ws = AttentionWorkspace(cfg.num_heads, cfg.head_dim, self.splits, self.device)
         self.scale = cfg.head_dim ** -0.5
-        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # sampler mode -> captured step
+        self.argmax_scratch = argmax_scratch(self.device)
+        self.ring = torch.zeros(RING, dtype=torch.int64, pin_memory=True)
+        self.host_pos = 0  # self.pos as the host knows it (for the ring slot of each step's token)
+        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (sampler mode, fused tail) -> captured step
         self.seed = 0
 
     # -- one decode step, as captured -----------------------------------------------------------
-    def _forward_token(self) -> Tensor:
-        """Logits [V] for the token in self.token at position self.pos (no sampling)."""
+    def _embed(self):
+        self.x.copy_(self.w.embed.index_select(0, self.token)[0])
+
+    def _layers(self):
+        """All decoder layers for the token whose embedding is in self.x, at position self.pos."""
         w, eps, pdl = self.w, self.cfg.rms_norm_eps, self.pdl
-        self.x.copy_(w.embed.index_select(0, self.token)[0])
         for i, layer in enumerate(w.layers):
             rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
             decode_attention(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
@@ -71,18 +86,36 @@ class FastRunner(Runner):
             gemv_residual(self.attn, layer.o, self.x, pdl=pdl)
             rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
             gemv_residual(self.h, layer.down, self.x, pdl=pdl)
-        rmsnorm_gemv(self.x, w.lm_head, self.logits, norm_w=w.norm, eps=eps, pdl=pdl)
+
+    def _forward_token(self) -> Tensor:
+        """Logits [V] for the token in self.token at position self.pos (no sampling)."""
+        self._embed()
+        self._layers()
+        rmsnorm_gemv(self.x, self.w.lm_head, self.logits, norm_w=self.w.norm, eps=self.cfg.rms_norm_eps, pdl=self.pdl)
         return self.logits
 
+    def _fused_step(self) -> bool:
+        greedy, use_penalty = self.sampler.mode[:2]
+        return self.fused_greedy and greedy and not use_penalty
+
     def _step_body(self) -> Tensor:
+        if self._fused_step():
+            self._layers()
+            lm_head_argmax(self.x, self.w.lm_head, self.logits, self.token, self.pos, self.w.embed,
+                           self.argmax_scratch, norm_w=self.w.norm, eps=self.cfg.rms_norm_eps, ring=self.ring,
+                           pdl=self.pdl)
+            return self.token
         token = self.sampler(self._forward_token())
         self.token.copy_(token)
         self.pos.add_(1)
         return self.token
 
-    def _graph_for(self, mode: tuple) -> torch.cuda.CUDAGraph:
-        if mode not in self.graphs:
-            saved = (self.token.clone(), self.pos.clone(), self.sampler.step.clone(), self.sampler.seen.clone())
+    def _graph(self) -> torch.cuda.CUDAGraph:
+        """The captured step for the current sampler mode (captured on first use)."""
+        key = (self.sampler.mode, self._fused_step())
+        if key not in self.graphs:
+            saved = (self.token.clone(), self.pos.clone(), self.x.clone(), self.sampler.step.clone(),
+                     self.sampler.seen.clone())
             stream = torch.cuda.Stream(self.device)
             stream.wait_stream(torch.cuda.current_stream(self.device))
             with torch.cuda.stream(stream):
@@ -97,13 +130,14 @@ class FastRunner(Runner):
             with torch.cuda.graph(graph, stream=stream):
                 self._step_body()
             self._restore(saved)
-            self.graphs[mode] = graph
-        return self.graphs[mode]
+            self.graphs[key] = graph
+        return self.graphs[key]
 
     def _restore(self, saved):
-        token, pos, step, seen = saved
+        token, pos, x, step, seen = saved
         self.token.copy_(token)
         self.pos.copy_(pos)
+        self.x.copy_(x)
         self.sampler.step.copy_(step)
         self.sampler.seen.copy_(seen)
 
@@ -115,15 +149,23 @@ class FastRunner(Runner):
         logits = self.model.prefill(ids, self.cache, use_graph=self.use_graph)
         self.token.copy_(self.sampler(logits))
         self.pos.fill_(len(prompt_ids))
+        self.host_pos = len(prompt_ids)
+        self._embed()  # the fused greedy step expects the input embedding in x
         if self.use_graph:
-            self._graph_for(self.sampler.mode)  # capture (once per mode) before the first step
+            self._graph()  # capture (once per mode) before the first step
         return self.token.clone()
 
     @torch.inference_mode()
     def step(self) -> Tensor:
-        if not self.use_graph:
-            return self._step_body()
-        self._graph_for(self.sampler.mode).replay()
+        """The next token: on the device, or (fused greedy) its slot in the pinned host ring."""
+        if self.use_graph:
+            self._graph().replay()
+        else:
+            self._step_body()
+        self.host_pos += 1
+        if self._fused_step():
+            slot = self.host_pos % RING
+            return self.ring[slot:slot + 1]
         return self.token
 
     @torch.inference_mode()

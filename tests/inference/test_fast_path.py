@@ -87,6 +87,8 @@ def test_prefill_then_decode_teacher_forced_stays_close_to_the_reference(checkpo
 
 
 def test_graph_replay_generates_what_eager_kernels_generate(checkpoint):
+    """Greedy: the graph, the same kernels launched eagerly, and the unfused tail (LM head GEMV +
+    torch argmax + torch token / pos / embedding updates instead of lm_head_argmax) agree exactly."""
     from inference.engine import FinishEvent
     from inference.prompts import Prompt
     from inference.sampling import SamplingParams
@@ -94,12 +96,13 @@ def test_graph_replay_generates_what_eager_kernels_generate(checkpoint):
     prompt = Prompt.from_ids(list(range(100, 140)))
     params = SamplingParams(max_tokens=64, ignore_eos=True)
     runs = []
-    for use_graph in (True, False):
+    for use_graph, fused in ((True, True), (False, True), (True, False)):
         engine = _engine(checkpoint)
-        engine.runner.use_graph = use_graph
+        engine.runner.use_graph, engine.runner.fused_greedy = use_graph, fused
+        runs.append([t for ev in engine.generate(prompt, params) if not isinstance(ev, FinishEvent) for t in ev.token_ids])
         runs.append([t for ev in engine.generate(prompt, params) if not isinstance(ev, FinishEvent) for t in ev.token_ids])
     assert len(runs[0]) == 64
-    assert runs[0] == runs[1]
+    assert all(run == runs[0] for run in runs)
 
 
 def test_seeded_sampling_in_the_graph_is_deterministic(checkpoint):

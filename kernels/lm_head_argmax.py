@@ -1,0 +1,123 @@
+"""The last launch of a greedy decode step: final RMSNorm + LM head + argmax + feeding the token back.
+
+    logits = W @ (rmsnorm(x) * norm_w);  token = argmax(logits);  pos += 1;  x = embed[token]
+
+One launch instead of the LM head GEMV followed by torch's argmax, the token / position updates
+and the next step's embedding lookup (five small launches that cannot overlap anything). Every
+program computes its BLOCK_N logits (the same main loop as rmsnorm_gemv), stores them, and folds
+its best (value, row) into one int64 key with `atomic_max`: the high 32 bits are the logit's bits
+mapped to an order-preserving int32, the low 32 bits are 2^31 - 1 - row, so the largest key is the
+largest logit and, among equal logits, the lowest row (torch.argmax's choice). The program that
+draws the last ticket reads the winner, resets the scratch for the next launch, writes the
+token, advances pos and copies the token's embedding row into x for the next step (every other
+program has read x before drawing its ticket). With a ring (pinned host memory, reached through
+unified addressing) it also stores the token at ring[new pos % len(ring)], so the host can read
+it once the step's event completes, without a device-to-host copy after every step (measured
+~10 us per step on an H200 for an 8-byte copy + event).
+
+Not here: sampling with temperature / top-k / penalties (inference.sampling does those on the
+logits); NaN logits (torch.argmax picks a NaN, this picks a NaN whose bits sort highest).
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwargs
+from kernels.rmsnorm_gemv import _rmsnorm_rows_dot
+
+NO_KEY = -(2 ** 63)  # scratch[0] between launches: below every logit's key
+
+
+# Contract:
+#   x        [K]     fp32 (final hidden state in; the next token's embedding out)
+#   W        [N, K]  bf16/fp16/fp32 row-major (the LM head); norm_w [K] (read when HAS_NORM)
+#   logits   [N]     fp32, fully written
+#   scratch  [2]     int64: best key (NO_KEY on entry and exit), ticket counter (0 on entry and exit)
+#   token    [1]     int64, written; pos [1] int32, incremented
+#   embed    [V, K]  the embedding table (any float dtype), row `token` copied into x
+#   ring     [R]     int64 (read only when HAS_RING): ring[(pos + 1) % R] = token
+#   grid     (cdiv(N, BLOCK_N),)
+@triton.jit
+def _lm_head_argmax_kernel(
+    x_ptr, w_ptr, norm_w_ptr, logits_ptr, scratch_ptr, token_ptr, pos_ptr, embed_ptr, ring_ptr,
+    N, K, eps, n_programs, no_key, ring_size,
+    HAS_NORM: tl.constexpr, HAS_RING: tl.constexpr, USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < N
+    y = _rmsnorm_rows_dot(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps, HAS_NORM, USE_PDL, BLOCK_K)
+    tl.store(logits_ptr + rows, y, mask=row_mask)
+
+    y = tl.where(row_mask, y, float("-inf"))
+    best = tl.max(y, axis=0)
+    row = pid * BLOCK_N + tl.argmax(y, axis=0)  # first of equal maxima
+    bits = best.to(tl.int32, bitcast=True)
+    ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # int32 order == float order (negatives flipped)
+    key = (ordered.to(tl.int64) << 32) + (2147483647 - row).to(tl.int64)
+    tl.atomic_max(scratch_ptr, key, sem="relaxed", scope="gpu")
+    tl.debug_barrier()
+    ticket = tl.atomic_add(scratch_ptr + 1, 1, sem="acq_rel", scope="gpu")  # releases our max
+    if ticket == n_programs - 1:
+        won = tl.atomic_xchg(scratch_ptr, no_key, sem="acquire", scope="gpu")  # reads and resets
+        tl.store(scratch_ptr + 1, 0)
+        token = 2147483647 - (won - ((won >> 32) << 32))  # low 32 bits
+        tl.store(token_ptr, token)
+        new_pos = tl.load(pos_ptr) + 1
+        tl.store(pos_ptr, new_pos)
+        if HAS_RING:
+            tl.store(ring_ptr + new_pos % ring_size, token)
+        h = tl.arange(0, BLOCK_H)
+        for h0 in range(0, K, BLOCK_H):
+            e = tl.load(embed_ptr + token * K + h0 + h, mask=h0 + h < K, other=0.0)
+            tl.store(x_ptr + h0 + h, e.to(tl.float32), mask=h0 + h < K)
+
+
+def argmax_scratch(device) -> torch.Tensor:
+    """The scratch lm_head_argmax needs (reusable by every launch on one stream, never two at once)."""
+    return torch.tensor([NO_KEY, 0], dtype=torch.int64, device=device)
+
+
+def lm_head_argmax(
+    x: torch.Tensor, w: torch.Tensor, logits: torch.Tensor, token: torch.Tensor, pos: torch.Tensor,
+    embed: torch.Tensor, scratch: torch.Tensor, norm_w: torch.Tensor | None = None, eps: float = 1e-6,
+    ring: torch.Tensor | None = None, *, pdl: bool = False,
+) -> torch.Tensor:
+    """logits = W @ (rmsnorm(x) * norm_w); token = argmax; pos += 1; x = embed[token];
+    ring[pos % len(ring)] = token (the new pos) if a ring is given. Returns token."""
+    assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
+    n, k = w.shape
+    check_vec(x, k, "x")
+    check_vec(logits, n, "logits")
+    check_vec(token, 1, "token", (torch.int64,))
+    check_vec(pos, 1, "pos", (torch.int32,))
+    check_vec(scratch, 2, "scratch", (torch.int64,))
+    assert embed.dim() == 2 and embed.shape[1] == k and embed.is_contiguous(), "embed must be contiguous [V, K]"
+    assert embed.shape[0] >= n, "the embedding table must cover every LM head row"
+    assert n < 2 ** 31
+    if norm_w is not None:
+        check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
+    if ring is not None:
+        check_vec(ring, ring.numel(), "ring", (torch.int64,))
+        assert ring.device == x.device or ring.is_pinned(), "ring must be on the device or in pinned host memory"
+    assert x.device == w.device == logits.device == token.device == pos.device == embed.device == scratch.device
+    cfg = gemv_config(n, k)
+    grid = triton.cdiv(n, cfg["BLOCK_N"])
+    _lm_head_argmax_kernel[(grid,)](
+        x, w, norm_w if norm_w is not None else x, logits, scratch, token, pos, embed,
+        ring if ring is not None else token, n, k, eps, grid, NO_KEY, ring.numel() if ring is not None else 1,
+        HAS_NORM=norm_w is not None, HAS_RING=ring is not None, USE_PDL=pdl, BLOCK_H=min(1024, triton.next_power_of_2(k)),
+        **cfg, **pdl_launch_kwargs(pdl, w.device),
+    )
+    return token
+
+
+def lm_head_argmax_ref(x, w, norm_w=None, eps=1e-6):
+    """Plain PyTorch twin: (logits [N] fp32, token [1] int64). The caller does pos += 1, x = embed[token]."""
+    x = x.float()
+    if norm_w is not None:
+        x = x * torch.rsqrt(x.pow(2).mean() + eps) * norm_w.float()
+    logits = w.float() @ x
+    return logits, torch.argmax(logits, dim=-1, keepdim=True)
