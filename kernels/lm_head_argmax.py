@@ -8,12 +8,10 @@ program computes its BLOCK_N logits (the same main loop as rmsnorm_gemv), stores
 its best (value, row) into one int64 key with `atomic_max`: the high 32 bits are the logit's bits
 mapped to an order-preserving int32, the low 32 bits are 2^31 - 1 - row, so the largest key is the
 largest logit and, among equal logits, the lowest row (torch.argmax's choice). The program that
-draws the last ticket reads the winner, resets the scratch for the next launch, writes the
-token, advances pos and copies the token's embedding row into x for the next step (every other
-program has read x before drawing its ticket). With a ring (pinned host memory, reached through
-unified addressing) it also stores the token at ring[new pos % len(ring)], so the host can read
-it once the step's event completes, without a device-to-host copy after every step (measured
-~10 us per step on an H200 for an 8-byte copy + event).
+draws the last ticket reads the winner, resets the scratch for the next launch and runs
+feed_token's tail: writes the token, advances pos, puts the token in the host ring and copies its
+embedding row into x for the next step (every other program has read x before drawing its
+ticket).
 
 Not here: sampling with temperature / top-k / penalties (inference.sampling does those on the
 logits); NaN logits (torch.argmax picks a NaN, this picks a NaN whose bits sort highest).
@@ -24,6 +22,7 @@ import triton
 import triton.language as tl
 
 from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwargs
+from kernels.feed_token import check_feed_args, feed, feed_args
 from kernels.rmsnorm_gemv import _rmsnorm_rows_dot
 
 NO_KEY = -(2 ** 63)  # scratch[0] between launches: below every logit's key
@@ -40,8 +39,8 @@ NO_KEY = -(2 ** 63)  # scratch[0] between launches: below every logit's key
 #   grid     (cdiv(N, BLOCK_N),)
 @triton.jit
 def _lm_head_argmax_kernel(
-    x_ptr, w_ptr, norm_w_ptr, logits_ptr, scratch_ptr, token_ptr, pos_ptr, embed_ptr, ring_ptr,
-    N, K, eps, n_programs, no_key, ring_size,
+    x_ptr, w_ptr, norm_w_ptr, logits_ptr, scratch_ptr, token_ptr, pos_ptr, embed_ptr,
+    N, K, eps, n_programs, no_key, ring_ptr, ring_size,
     HAS_NORM: tl.constexpr, HAS_RING: tl.constexpr, USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     BLOCK_H: tl.constexpr,
 ):
@@ -64,15 +63,7 @@ def _lm_head_argmax_kernel(
         won = tl.atomic_xchg(scratch_ptr, no_key, sem="acquire", scope="gpu")  # reads and resets
         tl.store(scratch_ptr + 1, 0)
         token = 2147483647 - (won - ((won >> 32) << 32))  # low 32 bits
-        tl.store(token_ptr, token)
-        new_pos = tl.load(pos_ptr) + 1
-        tl.store(pos_ptr, new_pos)
-        if HAS_RING:
-            tl.store(ring_ptr + new_pos % ring_size, token)
-        h = tl.arange(0, BLOCK_H)
-        for h0 in range(0, K, BLOCK_H):
-            e = tl.load(embed_ptr + token * K + h0 + h, mask=h0 + h < K, other=0.0)
-            tl.store(x_ptr + h0 + h, e.to(tl.float32), mask=h0 + h < K)
+        feed(token, token_ptr, pos_ptr, ring_ptr, ring_size, embed_ptr, x_ptr, K, HAS_RING, BLOCK_H)
 
 
 def argmax_scratch(device) -> torch.Tensor:
@@ -91,25 +82,19 @@ def lm_head_argmax(
     n, k = w.shape
     check_vec(x, k, "x")
     check_vec(logits, n, "logits")
-    check_vec(token, 1, "token", (torch.int64,))
-    check_vec(pos, 1, "pos", (torch.int32,))
     check_vec(scratch, 2, "scratch", (torch.int64,))
-    assert embed.dim() == 2 and embed.shape[1] == k and embed.is_contiguous(), "embed must be contiguous [V, K]"
+    check_feed_args(token, pos, embed, x, ring)
     assert embed.shape[0] >= n, "the embedding table must cover every LM head row"
     assert n < 2 ** 31
     if norm_w is not None:
         check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    if ring is not None:
-        check_vec(ring, ring.numel(), "ring", (torch.int64,))
-        assert ring.device == x.device or ring.is_pinned(), "ring must be on the device or in pinned host memory"
-    assert x.device == w.device == logits.device == token.device == pos.device == embed.device == scratch.device
+    assert x.device == w.device == logits.device == scratch.device
     cfg = gemv_config(n, k)
     grid = triton.cdiv(n, cfg["BLOCK_N"])
     _lm_head_argmax_kernel[(grid,)](
-        x, w, norm_w if norm_w is not None else x, logits, scratch, token, pos, embed,
-        ring if ring is not None else token, n, k, eps, grid, NO_KEY, ring.numel() if ring is not None else 1,
-        HAS_NORM=norm_w is not None, HAS_RING=ring is not None, USE_PDL=pdl, BLOCK_H=min(1024, triton.next_power_of_2(k)),
-        **cfg, **pdl_launch_kwargs(pdl, w.device),
+        x, w, norm_w if norm_w is not None else x, logits, scratch, token, pos, embed, n, k, eps, grid, NO_KEY,
+        HAS_NORM=norm_w is not None, USE_PDL=pdl, **feed_args(ring, token, k), **cfg,
+        **pdl_launch_kwargs(pdl, w.device),
     )
     return token
 

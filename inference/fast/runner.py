@@ -6,15 +6,14 @@ Per layer, five launches read every weight exactly once:
     gemv_residual         o_proj, residual added in place                 -> x    [H] fp32
     rmsnorm_gate_up_silu  post-attention RMSNorm + gate/up + SiLU*up      -> h    [I] fp32
     gemv_residual         down_proj, residual added in place              -> x
-then the final norm + LM head (rmsnorm_gemv) and the on-device sampler. The step reads its input
-token and position from device buffers and writes them back for the next step, so replaying the
-graph is all the host does per token. The residual stream stays in float32 (a few KB).
-Greedy requests without a repetition penalty end the step with one launch instead
-(lm_head_argmax: LM head + argmax + token / pos update + the next token's embedding into x), so
-their step is Triton kernels only, chained with PDL; x then holds the input embedding between
-steps (start() writes it for the first step). That launch also writes the token into a ring in
-pinned host memory, and step() returns the token's slot there (a CPU tensor, valid once the
-step's work is done), so the engine needs no device-to-host copy per token.
+then the final norm + LM head (rmsnorm_gemv), the on-device sampler and feed_token (token and
+position written back for the next step, the next token's embedding copied into x, the token put
+into a ring in pinned host memory). Greedy requests without a repetition penalty do LM head,
+argmax and feed_token in one launch (lm_head_argmax), so their step is Triton kernels only,
+chained with PDL. Replaying the graph is all the host does per token; step() returns the token's
+ring slot (a CPU tensor, valid once the step's work is done), so the engine needs no
+device-to-host copy per token. x holds the input embedding between steps (start() writes it for
+the first step); the residual stream stays in float32 (a few KB).
 
 Prefill (`PrefillModel`) uses cuBLAS GEMMs and SDPA on the same static KV cache. One graph is
 captured per sampler mode (greedy, or the sampling variant a request needs), lazily.
@@ -26,6 +25,7 @@ import torch
 from torch import Tensor
 
 from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits
+from kernels.feed_token import feed_token
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.gemv_residual import gemv_residual
 from kernels.lm_head_argmax import argmax_scratch, lm_head_argmax
@@ -38,7 +38,7 @@ from ..sampling import Sampler, SamplingParams
 from ..weights import ModelWeights
 from .prefill import PrefillModel
 
-RING = 256  # host ring slots for fused greedy tokens; the engine reads each within LAG steps
+RING = 256  # host ring slots for sampled tokens; the engine reads each within LAG steps
 
 
 class FastRunner(Runner):
@@ -67,7 +67,7 @@ class FastRunner(Runner):
         self.scale = cfg.head_dim ** -0.5
         self.argmax_scratch = argmax_scratch(self.device)
         self.ring = torch.zeros(RING, dtype=torch.int64, pin_memory=True)
-        self.host_pos = 0  # self.pos as the host knows it (for the ring slot of each step's token)
+        self.host_pos = 0  # self.pos as the host knows it (the ring slot of each step's token)
         self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (sampler mode, fused tail) -> captured step
         self.seed = 0
 
@@ -98,17 +98,16 @@ class FastRunner(Runner):
         greedy, use_penalty = self.sampler.mode[:2]
         return self.fused_greedy and greedy and not use_penalty
 
-    def _step_body(self) -> Tensor:
+    def _step_body(self):
+        """One decode step for the embedding in x: ends with token, pos, x and the ring updated."""
+        self._layers()
+        w, eps = self.w, self.cfg.rms_norm_eps
         if self._fused_step():
-            self._layers()
-            lm_head_argmax(self.x, self.w.lm_head, self.logits, self.token, self.pos, self.w.embed,
-                           self.argmax_scratch, norm_w=self.w.norm, eps=self.cfg.rms_norm_eps, ring=self.ring,
-                           pdl=self.pdl)
-            return self.token
-        token = self.sampler(self._forward_token())
-        self.token.copy_(token)
-        self.pos.add_(1)
-        return self.token
+            lm_head_argmax(self.x, w.lm_head, self.logits, self.token, self.pos, w.embed, self.argmax_scratch,
+                           norm_w=w.norm, eps=eps, ring=self.ring, pdl=self.pdl)
+        else:
+            rmsnorm_gemv(self.x, w.lm_head, self.logits, norm_w=w.norm, eps=eps, pdl=self.pdl)
+            feed_token(self.sampler(self.logits), self.token, self.pos, w.embed, self.x, ring=self.ring)
 
     def _graph(self) -> torch.cuda.CUDAGraph:
         """The captured step for the current sampler mode (captured on first use)."""
@@ -150,23 +149,21 @@ class FastRunner(Runner):
         self.token.copy_(self.sampler(logits))
         self.pos.fill_(len(prompt_ids))
         self.host_pos = len(prompt_ids)
-        self._embed()  # the fused greedy step expects the input embedding in x
+        self._embed()  # every step starts from the input embedding in x
         if self.use_graph:
             self._graph()  # capture (once per mode) before the first step
         return self.token.clone()
 
     @torch.inference_mode()
     def step(self) -> Tensor:
-        """The next token: on the device, or (fused greedy) its slot in the pinned host ring."""
+        """The next token's slot in the pinned host ring (valid once the step's work is done)."""
         if self.use_graph:
             self._graph().replay()
         else:
             self._step_body()
         self.host_pos += 1
-        if self._fused_step():
-            slot = self.host_pos % RING
-            return self.ring[slot:slot + 1]
-        return self.token
+        slot = self.host_pos % RING
+        return self.ring[slot:slot + 1]
 
     @torch.inference_mode()
     def forced_logits(self, token: int) -> Tensor:
