@@ -5,10 +5,11 @@
 
 Writes a synthetic (random-weight) checkpoint of the shape on the fly unless --model is given,
 then measures in one run: copy bandwidth (device-to-device, bytes read + written); decode tok/s
-and ms/token at batch 1 (greedy, EOS ignored, median of --repeats runs); bytes read per token
-(all decode weights + the live KV cache at the mean context); MBU = bytes/token x tok/s /
-bandwidth; TTFT at several prompt lengths; optionally the transformers static-cache +
-torch.compile baseline on the same checkpoint. Prints a table last. GPU only.
+and ms/token at batch 1 (greedy, EOS ignored, median of --repeats runs; plus the rate with
+temperature 0.8 / top-p 0.95 sampling at the first context); bytes read per token (all decode
+weights + the live KV cache at the mean context); MBU = bytes/token x tok/s / bandwidth; TTFT at
+several prompt lengths; optionally the transformers static-cache + torch.compile baseline on the
+same checkpoint. Prints a table last. GPU only.
 """
 
 from __future__ import annotations
@@ -48,13 +49,17 @@ def random_prompt(n: int, vocab: int, seed: int = 0) -> list[int]:
     return torch.randint(100, min(vocab, 30000), (n,), generator=g).tolist()
 
 
-def decode_rate(engine, context: int, tokens: int, repeats: int) -> dict:
+SAMPLED = {"temperature": 0.8, "top_p": 0.95, "seed": 0}  # the sampled-decode row's parameters
+
+
+def decode_rate(engine, context: int, tokens: int, repeats: int, sampling: dict | None = None) -> dict:
+    """Greedy decode rate (or with `sampling`: SamplingParams fields) at batch 1, EOS ignored."""
     from .engine import FinishEvent
     from .prompts import Prompt
     from .sampling import SamplingParams
 
     prompt = Prompt.from_ids(random_prompt(context, engine.cfg.vocab_size))
-    params = SamplingParams(max_tokens=tokens, temperature=0.0, ignore_eos=True)
+    params = SamplingParams(max_tokens=tokens, ignore_eos=True, **(sampling or {"temperature": 0.0}))
     rates = []
     for _ in range(repeats + 1):  # the first run also captures the graph: not counted
         for ev in engine.generate(prompt, params):
@@ -165,11 +170,13 @@ def main(argv=None) -> int:
         r["mbu"] = r["bytes_per_token"] * r["tok_s"] / bw
         rows.append(r)
         print(f"context {c}: {r['tok_s']:.0f} tok/s", file=sys.stderr)
+    sampled = decode_rate(engine, args.context, args.tokens, args.repeats, SAMPLED)
     ttfts = {n: ttft(engine, n) for n in ttft_lens}
     result = {
         "shape": args.shape if not args.model else str(model_dir), "weights": weights_note,
         "gpu": torch.cuda.get_device_name(), "dtype": "bfloat16", "batch": 1, "pdl": engine.runner.pdl,
-        "copy_bandwidth_GBs": bw / 1e9, "decode": rows, "ttft_ms": ttfts,
+        "copy_bandwidth_GBs": bw / 1e9, "decode": rows, "sampled_decode": {**sampled, "params": SAMPLED},
+        "ttft_ms": ttfts,
     }
     del engine
     torch.cuda.empty_cache()
@@ -189,6 +196,8 @@ def main(argv=None) -> int:
     for r in rows:
         print(f"| {r['context']} | {r['tokens']} | {r['tok_s']:.0f} | {r['ms_per_token']:.3f} | "
               f"{r['bytes_per_token'] / 1e9:.3f} | {100 * r['mbu']:.0f}% |")
+    print(f"sampled ({', '.join(f'{k} {v}' for k, v in SAMPLED.items() if k != 'seed')}) at context "
+          f"{args.context}: {sampled['tok_s']:.0f} tok/s")
     print("TTFT: " + ", ".join(f"{n} tokens {ms:.1f} ms" for n, ms in ttfts.items()))
     if "hf_static_compile_tok_s" in result:
         print(f"transformers static cache + torch.compile: {result['hf_static_compile_tok_s']:.0f} tok/s "
