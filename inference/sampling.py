@@ -183,17 +183,31 @@ class Sampler:
         self.mode = (params.greedy, use_penalty, params.top_k > 0 or params.top_p < 1.0, params.min_p > 0)
         return self.seed
 
-    def __call__(self, logits: Tensor) -> Tensor:
-        """logits [V] float32 -> token id [1] int64 (on the same device)."""
-        greedy, use_penalty, use_sort, use_min_p = self.mode
+    def scores(self, logits: Tensor) -> tuple[Tensor, bool]:
+        """For a sampled mode: (scores, divide) where the token is argmax(scores [/ temperature if
+        divide] + Gumbel noise); the penalty and filters applied, the division left out when no
+        filter needs it. The part of a sampled step before the noise (kernels.gumbel_argmax does
+        the rest on the GPU, bit for bit as __call__)."""
+        _, use_penalty, use_sort, use_min_p = self.mode
         if use_penalty:
             logits = apply_repetition_penalty(logits, self.seen, self.penalty)
+        if not (use_sort or use_min_p):
+            return logits, True
+        return filter_logits(logits, self.temperature, self.top_k, self.top_p, self.min_p, use_sort, use_min_p), False
+
+    def __call__(self, logits: Tensor) -> Tensor:
+        """logits [V] float32 -> token id [1] int64 (on the same device)."""
+        greedy, use_penalty = self.mode[:2]
         if greedy:
+            if use_penalty:
+                logits = apply_repetition_penalty(logits, self.seen, self.penalty)
             token = torch.argmax(logits, dim=-1, keepdim=True)
         else:
-            logits = filter_logits(logits, self.temperature, self.top_k, self.top_p, self.min_p, use_sort, use_min_p)
+            scores, divide = self.scores(logits)
+            if divide:
+                scores = scores / self.temperature
             key = hash32((self.seed_key ^ hash32(self.step & _M32)) & _M32)
-            token = torch.argmax(logits + gumbel_noise(self.token_hash, key), dim=-1, keepdim=True)
+            token = torch.argmax(scores + gumbel_noise(self.token_hash, key), dim=-1, keepdim=True)
         if use_penalty:
             self.seen.index_fill_(0, token, True)
         self.step.add_(1)

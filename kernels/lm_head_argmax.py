@@ -28,6 +28,29 @@ from kernels.rmsnorm_gemv import _rmsnorm_rows_dot
 NO_KEY = -(2 ** 63)  # scratch[0] between launches: below every logit's key
 
 
+@triton.jit
+def argmax_vote(y, rows, row_mask, scratch_ptr):
+    """Fold this program's best (value, row) of y into scratch[0] (atomic max of the int64 key),
+    then draw a ticket from scratch[1] (acq_rel: releases the vote). Returns the ticket."""
+    y = tl.where(row_mask, y, float("-inf"))
+    best = tl.max(y, axis=0)
+    row = tl.min(tl.where(y == best, rows, 2147483647), axis=0)  # first of equal maxima
+    bits = best.to(tl.int32, bitcast=True)
+    ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # int32 order == float order (negatives flipped)
+    key = (ordered.to(tl.int64) << 32) + (2147483647 - row).to(tl.int64)
+    tl.atomic_max(scratch_ptr, key, sem="relaxed", scope="gpu")
+    tl.debug_barrier()
+    return tl.atomic_add(scratch_ptr + 1, 1, sem="acq_rel", scope="gpu")
+
+
+@triton.jit
+def argmax_winner(scratch_ptr, no_key):
+    """For the program that drew the last ticket: the winning row; resets the scratch."""
+    won = tl.atomic_xchg(scratch_ptr, no_key, sem="acquire", scope="gpu")  # reads and resets
+    tl.store(scratch_ptr + 1, 0)
+    return 2147483647 - (won - ((won >> 32) << 32))  # low 32 bits
+
+
 # Contract:
 #   x        [K]     fp32 (final hidden state in; the next token's embedding out)
 #   W        [N, K]  bf16/fp16/fp32 row-major (the LM head); norm_w [K] (read when HAS_NORM)
@@ -49,20 +72,8 @@ def _lm_head_argmax_kernel(
     row_mask = rows < N
     y = _rmsnorm_rows_dot(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps, HAS_NORM, USE_PDL, BLOCK_K)
     tl.store(logits_ptr + rows, y, mask=row_mask)
-
-    y = tl.where(row_mask, y, float("-inf"))
-    best = tl.max(y, axis=0)
-    row = pid * BLOCK_N + tl.argmax(y, axis=0)  # first of equal maxima
-    bits = best.to(tl.int32, bitcast=True)
-    ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF)  # int32 order == float order (negatives flipped)
-    key = (ordered.to(tl.int64) << 32) + (2147483647 - row).to(tl.int64)
-    tl.atomic_max(scratch_ptr, key, sem="relaxed", scope="gpu")
-    tl.debug_barrier()
-    ticket = tl.atomic_add(scratch_ptr + 1, 1, sem="acq_rel", scope="gpu")  # releases our max
-    if ticket == n_programs - 1:
-        won = tl.atomic_xchg(scratch_ptr, no_key, sem="acquire", scope="gpu")  # reads and resets
-        tl.store(scratch_ptr + 1, 0)
-        token = 2147483647 - (won - ((won >> 32) << 32))  # low 32 bits
+    if argmax_vote(y, rows, row_mask, scratch_ptr) == n_programs - 1:
+        token = argmax_winner(scratch_ptr, no_key)
         feed(token, token_ptr, pos_ptr, ring_ptr, ring_size, embed_ptr, x_ptr, K, HAS_RING, BLOCK_H)
 
 

@@ -6,11 +6,12 @@ Per layer, five launches read every weight exactly once:
     gemv_residual         o_proj, residual added in place                 -> x    [H] fp32
     rmsnorm_gate_up_silu  post-attention RMSNorm + gate/up + SiLU*up      -> h    [I] fp32
     gemv_residual         down_proj, residual added in place              -> x
-then the final norm + LM head (rmsnorm_gemv), the on-device sampler and feed_token (token and
-position written back for the next step, the next token's embedding copied into x, the token put
-into a ring in pinned host memory). Greedy requests without a repetition penalty do LM head,
-argmax and feed_token in one launch (lm_head_argmax), so their step is Triton kernels only,
-chained with PDL. Replaying the graph is all the host does per token; step() returns the token's
+then the final norm + LM head (rmsnorm_gemv), the sampler's filters (torch, only those the request
+uses) and gumbel_argmax: the Gumbel-max sample and feed_token's tail (token and position written
+back for the next step, the next token's embedding copied into x, the token put into a ring in
+pinned host memory). Greedy requests without a repetition penalty do LM head, argmax and
+feed_token in one launch (lm_head_argmax), so their step is Triton kernels only, chained with
+PDL. Replaying the graph is all the host does per token; step() returns the token's
 ring slot (a CPU tensor, valid once the step's work is done), so the engine needs no
 device-to-host copy per token. x holds the input embedding between steps (start() writes it for
 the first step); the residual stream stays in float32 (a few KB).
@@ -28,6 +29,7 @@ from kernels.decode_attention import AttentionWorkspace, decode_attention, defau
 from kernels.feed_token import feed_token
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.gemv_residual import gemv_residual
+from kernels.gumbel_argmax import gumbel_argmax
 from kernels.lm_head_argmax import argmax_scratch, lm_head_argmax
 from kernels.rmsnorm_gemv import rmsnorm_gemv
 
@@ -105,9 +107,17 @@ class FastRunner(Runner):
         if self._fused_step():
             lm_head_argmax(self.x, w.lm_head, self.logits, self.token, self.pos, w.embed, self.argmax_scratch,
                            norm_w=w.norm, eps=eps, ring=self.ring, pdl=self.pdl)
-        else:
-            rmsnorm_gemv(self.x, w.lm_head, self.logits, norm_w=w.norm, eps=eps, pdl=self.pdl)
-            feed_token(self.sampler(self.logits), self.token, self.pos, w.embed, self.x, ring=self.ring)
+            return
+        rmsnorm_gemv(self.x, w.lm_head, self.logits, norm_w=w.norm, eps=eps, pdl=self.pdl)
+        s = self.sampler
+        greedy, use_penalty = s.mode[:2]
+        if greedy:  # with a repetition penalty (or fused_greedy off)
+            feed_token(s(self.logits), self.token, self.pos, w.embed, self.x, ring=self.ring)
+            return
+        scores, divide = s.scores(self.logits)
+        gumbel_argmax(scores, s.seed_key, s.step, self.argmax_scratch, self.token, self.pos, w.embed, self.x,
+                      temperature=s.temperature if divide else None, seen=s.seen if use_penalty else None,
+                      ring=self.ring)
 
     def _graph(self) -> torch.cuda.CUDAGraph:
         """The captured step for the current sampler mode (captured on first use)."""
