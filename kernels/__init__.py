@@ -7,6 +7,9 @@ grid, and a plain PyTorch `<name>_ref` twin the tests compare against:
 - `gemv_residual`     x += W @ a                               (o_proj, down_proj)
 - `gate_up_silu`      out = silu(W_g @ n) * (W_u @ n), n = rmsnorm(x) * norm_w
 - `decode_attention`  q/k norm + RoPE + KV-cache append + split-KV GQA flash-decoding
+- `lm_head_argmax`    final norm + LM head + argmax + feed_token's tail (greedy step's last launch)
+- `gumbel_argmax`     Gumbel-max draw (the Sampler's noise, bit for bit) + feed_token's tail
+- `feed_token`        token / position update, host ring, next token's embedding into x
 
 All launchers are CUDA-graph safe: no allocation, no host sync, no autotuning (launch configs
 come from a fixed rule or the TUNED table in _util.py). Call each once before capturing so the
