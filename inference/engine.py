@@ -212,7 +212,8 @@ class _DeviceTimer:
 
     CUDA: each token is copied into pinned host memory with a recorded event; `pop` waits only
     for the oldest one. A token the runner's graph already wrote to pinned host memory (a CPU
-    tensor) is not copied: its event only marks when it is valid. Decode time is the event time between the first and the last token read.
+    tensor) is not copied: its event only marks when it is valid. Decode time is the event time
+    between the first and the last token read.
     CPU: values are ready at once; host clock.
     """
 
