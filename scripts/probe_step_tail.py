@@ -10,18 +10,15 @@
 Figures are in kernels/PERF.md ("Third session").
 """
 import os, statistics, sys, tempfile
-from pathlib import Path
 import torch
 from inference.bench import decode_rate, random_prompt
-from inference.engine import Engine
-from inference.synth import write_checkpoint
+from _probe_engine import random_engine
 from inference.sampling import SamplingParams
 
 shape = sys.argv[1] if len(sys.argv) > 1 else "qwen2.5-coder-1.5b"
 tag = os.environ.get("TAG", "")
 tmp = tempfile.TemporaryDirectory()
-path = write_checkpoint(shape, Path(tmp.name) / "m", device="cuda")
-engine = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=2048)
+engine = random_engine(shape, 2048, tmp.name)
 runner = engine.runner
 
 def raw(fused, n=512, copy=False):

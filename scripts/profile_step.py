@@ -21,14 +21,11 @@ import torch
 import triton
 import triton.language as tl
 
-from inference.bench import random_prompt
-from inference.engine import Engine
-from inference.sampling import SamplingParams
-from inference.synth import write_checkpoint
+from _probe_engine import greedy_graph, random_engine
 from kernels._util import pdl_launch_kwargs
 
-KINDS = [("rmsnorm_gemv", "qkv"), ("decode_attention", "attention"), ("gemv_residual", "o/down"),
-         ("gate_up", "gate_up"), ("lm_head", "lm_head"), ("gumbel", "tail"), ("feed", "tail")]
+KINDS = [("rmsnorm_gemv", "qkv"), ("_attn_kernel", "attention"), ("gemv_residual", "o/down"),
+         ("gate_up", "gate_up"), ("lm_head", "lm_head")]  # kernel name part -> label (greedy fused step)
 
 
 def kind(name: str) -> str:
@@ -37,14 +34,8 @@ def kind(name: str) -> str:
 
 def timeline(shape: str, context: int, replays: int = 20):
     tmp = tempfile.TemporaryDirectory()
-    path = write_checkpoint(shape, Path(tmp.name) / "m", device="cuda")
-    engine = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=context + 4 * replays + 64)
-    runner = engine.runner
-    runner.start(random_prompt(context, engine.cfg.vocab_size), SamplingParams(max_tokens=10_000, temperature=0.0))
-    g = runner._graph()
-    for _ in range(5):
-        g.replay()
-    torch.cuda.synchronize()
+    engine = random_engine(shape, context + 4 * replays + 64, tmp.name)
+    g = greedy_graph(engine, context)
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
     for _ in range(replays):

@@ -19,10 +19,7 @@ from pathlib import Path
 import torch
 
 import inference.fast.runner as R
-from inference.bench import random_prompt
-from inference.engine import Engine
-from inference.sampling import SamplingParams
-from inference.synth import write_checkpoint
+from _probe_engine import greedy_graph, random_engine
 
 TIMER = '''
 @triton.jit
@@ -74,10 +71,8 @@ def main():
     ctx = int(sys.argv[2]) if len(sys.argv) > 2 else 512
     tmp = tempfile.TemporaryDirectory()
     mod = traced_module(Path(tmp.name))
-    path = write_checkpoint(shape, Path(tmp.name) / "m", device="cuda")
-    engine = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=ctx + 256)
-    run = engine.runner
-    L, S, hkv = engine.cfg.num_layers, run.splits, engine.cfg.num_kv_heads
+    engine = random_engine(shape, ctx + 256, tmp.name)
+    L, S, hkv = engine.cfg.num_layers, engine.runner.splits, engine.cfg.num_kv_heads
     tr = torch.zeros(L, hkv * S * 8, dtype=torch.int64, device="cuda")
     calls = [0]
 
@@ -87,10 +82,7 @@ def main():
         return mod.decode_attention(*a, **k)
 
     R.decode_attention = traced
-    run.start(random_prompt(ctx, engine.cfg.vocab_size), SamplingParams(max_tokens=10_000, temperature=0.0))
-    g = run._graph()
-    for _ in range(10):
-        g.replay()
+    g = greedy_graph(engine, ctx, warmup=10)
     tr.zero_()
     g.replay()
     torch.cuda.synchronize()
