@@ -1,4 +1,4 @@
-"""Triton kernels for a batch-1 decode step (Qwen2 / Qwen3 / Llama shapes).
+"""Triton (and one CUDA C) kernels for a batch-1 decode step (Qwen2 / Qwen3 / Llama shapes).
 
 One op per module; each holds its kernel, a launcher that checks shapes and computes the
 grid, and a plain PyTorch `<name>_ref` twin the tests compare against:
@@ -10,6 +10,8 @@ grid, and a plain PyTorch `<name>_ref` twin the tests compare against:
 - `lm_head_argmax`    final norm + LM head + argmax + feed_token's tail (greedy step's last launch)
 - `gumbel_argmax`     Gumbel-max draw (the Sampler's noise, bit for bit) + feed_token's tail
 - `feed_token`        token / position update, host ring, next token's embedding into x
+- `cluster_attention` decode_attention's op in CUDA C with thread-block clusters (Hopper only;
+                      compiled by NVRTC and launched through `_cuda_rtc`), same reference twin
 
 All launchers are CUDA-graph safe: no allocation, no host sync, no autotuning (launch configs
 come from a fixed rule or the TUNED table in _util.py). Call each once before capturing so the

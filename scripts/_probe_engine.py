@@ -25,3 +25,14 @@ def greedy_graph(engine: Engine, context: int, warmup: int = 5) -> torch.cuda.CU
         graph.replay()
     torch.cuda.synchronize()
     return graph
+
+
+def replay_us(graph: torch.cuda.CUDAGraph, replays: int) -> float:
+    """Microseconds per replay of `graph`, replayed `replays` times back to back."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(replays):
+        graph.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1e3 / replays

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: GPU tests, kernel micro-benchmarks, decode benchmarks.
-# Usage (from the repo root on the device): bash scripts/device_run.sh [quick|tests|bench|all|sweep]
-# (sweep: the in-step GEMV config sweep of kernels/sweep_gemv.py for each shape, ~1 min each)
+# Usage (from the repo root on the device): bash scripts/device_run.sh [quick|tests|bench|all|sweep|attention]
+# (sweep: the in-step GEMV config sweep of kernels/sweep_gemv.py for each shape, ~1 min each;
+#  attention: the CUDA cluster attention's GPU tests, then the step with it vs the Triton kernel)
 # Logs go to $OUT (or ./out); a short summary table is printed last.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -32,10 +33,16 @@ if [[ $what == bench || $what == all ]]; then
   step bench-qwen3 python3 -m inference.bench --shape qwen3-1.7b --contexts 4096,16384 --json "$OUT/bench-qwen3-1.7b.json"
   step bench-3b python3 -m inference.bench --shape qwen2.5-coder-3b --contexts 4096,16384 --json "$OUT/bench-qwen2.5-coder-3b.json"
 fi
+if [[ $what == attention ]]; then
+  step cluster-tests python3 -m pytest -m gpu tests/kernels/test_cluster_attention.py -x -q -p no:cacheprovider -o addopts=""
+  step inference-gpu-tests python3 -m pytest -m gpu tests/inference -q -p no:cacheprovider -o addopts=""
+  step ab-attention python3 scripts/ab_attention.py
+fi
 if [[ $what == sweep ]]; then
   for shape in qwen2.5-coder-1.5b qwen3-1.7b qwen2.5-coder-3b; do
     step "sweep-$shape" python3 -m kernels.sweep_gemv --shape "$shape"
   done
 fi
 echo; echo "=== summary"; printf '%s\n' "${summary[@]}"
+[ -f "$OUT/ab-attention.log" ] && sed -n '/^| shape/,$p' "$OUT/ab-attention.log"
 for f in "$OUT"/bench-*.log; do [ -f "$f" ] && { echo "--- $f"; sed -n '/^| context/,$p' "$f" | tail -12; }; done

@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from _probe_engine import greedy_graph, random_engine
+from _probe_engine import greedy_graph, random_engine, replay_us
 from kernels._util import pdl_launch_kwargs
 
 KINDS = [("rmsnorm_gemv", "qkv"), ("_attn_kernel", "attention"), ("gemv_residual", "o/down"),
@@ -36,13 +36,7 @@ def timeline(shape: str, context: int, replays: int = 20):
     tmp = tempfile.TemporaryDirectory()
     engine = random_engine(shape, context + 4 * replays + 64, tmp.name)
     g = greedy_graph(engine, context)
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(replays):
-        g.replay()
-    b.record()
-    b.synchronize()
-    plain_us = a.elapsed_time(b) * 1e3 / replays
+    plain_us = replay_us(g, replays)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(replays):
             g.replay()

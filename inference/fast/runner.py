@@ -2,7 +2,8 @@
 
 Per layer, five launches read every weight exactly once:
     rmsnorm_gemv          input RMSNorm + QKV projection + bias           -> qkv  [q+2kv] fp32
-    decode_attention      q/k norm + RoPE + KV-cache write + split-KV attention (+ combine)
+    decode_attention      q/k norm + RoPE + KV-cache write + split-KV attention (+ combine); on
+                          Hopper below CUDA_ATTENTION_CONTEXT: cluster_attention (CUDA C, clusters)
     gemv_residual         o_proj, residual added in place                 -> x    [H] fp32
     rmsnorm_gate_up_silu  post-attention RMSNorm + gate/up + SiLU*up      -> h    [I] fp32
     gemv_residual         down_proj, residual added in place              -> x
@@ -22,9 +23,12 @@ captured per sampler mode (greedy, or the sampling variant a request needs), laz
 
 from __future__ import annotations
 
+import os
+
 import torch
 from torch import Tensor
 
+from kernels import cluster_attention as cluster
 from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits
 from kernels.feed_token import feed_token
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
@@ -41,6 +45,9 @@ from ..weights import ModelWeights
 from .prefill import PrefillModel
 
 RING = 256  # host ring slots for sampled tokens; the engine reads each within LAG steps
+# "auto" attention: the CUDA cluster kernel for positions below this (contexts of one cluster of
+# 64-row splits per kv head), the Triton kernel from here on (measured: kernels/PERF.md).
+CUDA_ATTENTION_CONTEXT = cluster.CLUSTER * cluster.MIN_CHUNK
 
 
 class FastRunner(Runner):
@@ -64,14 +71,53 @@ class FastRunner(Runner):
         self.attn = torch.zeros(cfg.q_size, **f32)
         self.h = torch.zeros(cfg.intermediate_size, **f32)
         self.logits = torch.zeros(cfg.vocab_size, **f32)
-        self.splits = default_num_splits(cfg.num_kv_heads, self.device)
-        self.ws = AttentionWorkspace(cfg.num_heads, cfg.head_dim, self.splits, self.device)
         self.scale = cfg.head_dim ** -0.5
         self.argmax_scratch = argmax_scratch(self.device)
         self.ring = torch.zeros(RING, dtype=torch.int64, pin_memory=True)
         self.host_pos = 0  # self.pos as the host knows it (the ring slot of each step's token)
-        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (sampler mode, fused tail) -> captured step
+        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (sampler mode, fused tail, attention) -> step
+        self.use_attention(os.environ.get("INFERENCE_ATTENTION", "auto"))
         self.seed = 0
+
+    def use_attention(self, mode: str = "auto") -> str:
+        """Which decode-attention kernel the steps use: "cuda" (kernels.cluster_attention: Hopper,
+        NVRTC, head_dim 128, <= 8 query heads per kv head, 16-bit cache), "triton"
+        (kernels.decode_attention, any GPU), or "auto": cuda while the context fits one cluster
+        per kv head (pos < CUDA_ATTENTION_CONTEXT, where it is faster), triton beyond (faster at
+        long context), each with its own captured graph. INFERENCE_ATTENTION sets the mode at
+        construction. Drops captured graphs; returns the mode."""
+        cfg = self.cfg
+        if mode not in ("auto", "cuda", "triton"):
+            raise ValueError(f"attention kernel must be auto, cuda or triton, not {mode!r}")
+        ok = cluster.supported(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, self.cache.k.dtype, self.device)
+        if mode == "cuda" and not ok:
+            raise ValueError("the CUDA attention kernel needs head_dim 128, <= 8 query heads per kv head, "
+                             "a 16-bit cache and a GPU of compute capability >= 9.0 with NVRTC")
+        self.attention_mode = mode if mode != "auto" or ok else "triton"
+        self.workspaces: dict[str, object] = {}
+        self.graphs = {}
+        self._select_attention(self.host_pos)
+        return self.attention_mode
+
+    def _select_attention(self, pos: int) -> str:
+        """Set the kernel (and its workspace) for a step at `pos`; returns its kind."""
+        mode = self.attention_mode
+        kind = mode if mode != "auto" else ("cuda" if pos < CUDA_ATTENTION_CONTEXT else "triton")
+        if kind not in self.workspaces:
+            cfg, dev = self.cfg, self.device
+            if kind == "cuda":
+                # auto: contexts of one cluster only, so one cluster per kv head (no idle CTAs:
+                # 4.06 vs 4.23 us per launch); forced: enough clusters for any context
+                splits = cluster.CLUSTER if mode == "auto" else cluster.default_splits(cfg.num_kv_heads,
+                                                                                     cluster.CLUSTER, dev)
+                self.workspaces[kind] = cluster.ClusterWorkspace(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
+                                                                 splits, cluster.CLUSTER, dev)
+            else:
+                splits = default_num_splits(cfg.num_kv_heads, dev)
+                self.workspaces[kind] = AttentionWorkspace(cfg.num_heads, cfg.head_dim, splits, dev)
+        self.attention_kind, self.ws = kind, self.workspaces[kind]
+        self._attend = cluster.cluster_attention if kind == "cuda" else decode_attention
+        return kind
 
     # -- one decode step, as captured -----------------------------------------------------------
     def _embed(self):
@@ -82,9 +128,9 @@ class FastRunner(Runner):
         w, eps, pdl = self.w, self.cfg.rms_norm_eps, self.pdl
         for i, layer in enumerate(w.layers):
             rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
-            decode_attention(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
-                             self.attn, self.ws, self.scale, q_norm=layer.q_norm, k_norm=layer.k_norm, eps=eps,
-                             pdl=pdl)
+            self._attend(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
+                         self.attn, self.ws, self.scale, q_norm=layer.q_norm, k_norm=layer.k_norm, eps=eps,
+                         pdl=pdl)
             gemv_residual(self.attn, layer.o, self.x, pdl=pdl)
             rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
             gemv_residual(self.h, layer.down, self.x, pdl=pdl)
@@ -120,8 +166,8 @@ class FastRunner(Runner):
                       ring=self.ring)
 
     def _graph(self) -> torch.cuda.CUDAGraph:
-        """The captured step for the current sampler mode (captured on first use)."""
-        key = (self.sampler.mode, self._fused_step())
+        """The captured step for the current sampler mode and attention kernel (captured on first use)."""
+        key = (self.sampler.mode, self._fused_step(), self.attention_kind)
         if key not in self.graphs:
             saved = (self.token.clone(), self.pos.clone(), self.x.clone(), self.sampler.step.clone(),
                      self.sampler.seen.clone())
@@ -160,13 +206,16 @@ class FastRunner(Runner):
         self.pos.fill_(len(prompt_ids))
         self.host_pos = len(prompt_ids)
         self._embed()  # every step starts from the input embedding in x
-        if self.use_graph:
-            self._graph()  # capture (once per mode) before the first step
+        if self.use_graph:  # capture (once per mode and kernel) before the first step: the graphs
+            for pos in (len(prompt_ids) + params.max_tokens - 1, len(prompt_ids)):  # of the last and first step
+                self._select_attention(pos)
+                self._graph()
         return self.token.clone()
 
     @torch.inference_mode()
     def step(self) -> Tensor:
         """The next token's slot in the pinned host ring (valid once the step's work is done)."""
+        self._select_attention(self.host_pos)
         if self.use_graph:
             self._graph().replay()
         else:

@@ -140,3 +140,31 @@ def test_long_context_decode_matches_reference_at_position_2000(tmp_path):
     ref_w = load_weights(path, cfg, device="cuda", dtype=torch.float32)
     ref = ReferenceModel(cfg, ref_w, 4096).forward(ids.cuda(), 0, KVCache(cfg, 4096, "cuda", torch.float32))[-1]
     assert ((fast - ref).norm() / ref.norm()).item() <= 2e-2
+
+
+def test_auto_attention_switches_kernel_at_the_cluster_context_and_generates_the_same(tmp_path):
+    """"auto" runs the CUDA cluster kernel below CUDA_ATTENTION_CONTEXT and the Triton one from
+    there, one graph each: a greedy run across that position equals runs with either kernel forced."""
+    from inference.engine import Engine, FinishEvent
+    from inference.fast.runner import CUDA_ATTENTION_CONTEXT
+    from inference.prompts import Prompt
+    from inference.sampling import SamplingParams
+    from inference.synth import write_checkpoint
+    from kernels import cluster_attention
+
+    path = write_checkpoint("qwen2.5-coder-1.5b", tmp_path / "m", layers=2, device="cuda")
+    engine = Engine.from_pretrained(path, device="cuda", max_context=2048)
+    cfg, runner = engine.cfg, engine.runner
+    if not cluster_attention.supported(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, torch.bfloat16, "cuda"):
+        pytest.skip("the CUDA attention kernel needs sm_90 and NVRTC")
+    ids = torch.randint(0, 30000, (CUDA_ATTENTION_CONTEXT - 20,), generator=torch.Generator().manual_seed(5))
+    params = SamplingParams(max_tokens=48, ignore_eos=True)
+    runs = {}
+    for mode in ("auto", "triton", "cuda"):
+        assert runner.use_attention(mode) == mode
+        runs[mode] = [t for ev in engine.generate(Prompt.from_ids(ids.tolist()), params)
+                      if not isinstance(ev, FinishEvent) for t in ev.token_ids]
+        if mode == "auto":
+            assert {key[2] for key in runner.graphs} == {"cuda", "triton"}
+    assert len(runs["auto"]) == 48
+    assert runs["auto"] == runs["triton"] == runs["cuda"]
