@@ -1,7 +1,8 @@
 """CUDA C kernels compiled at run time (NVRTC) and launched through the driver API (ctypes).
 
 For the few kernels Triton cannot express (thread-block clusters, distributed shared memory):
-`compile_kernel(source, name)` returns a `CudaKernel` whose `launch()` uses cuLaunchKernelEx with
+`nvrtc_compile(source, arch)` gives a cubin, `CudaKernel(cubin, name, ...)` loads it, and its
+`launch()` uses cuLaunchKernelEx with
 the cluster-dimension and programmatic-dependent-launch attributes, on the current torch stream, so
 it is captured into CUDA graphs like any torch or Triton launch. NVRTC comes with the CUDA build of
 torch (the nvidia-cuda-nvrtc wheel); `available()` says whether it and a GPU of compute capability
@@ -46,8 +47,7 @@ def _nvrtc_paths() -> list[str]:
     """Candidate NVRTC libraries: the pip wheels torch depends on, then the system's."""
     found = []
     for root in sys.path:
-        found += sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib", "libnvrtc.so*")))
-        found += sorted(glob.glob(os.path.join(root, "nvidia", "cuda_nvrtc", "lib", "libnvrtc.so*")))
+        found += sorted(glob.glob(os.path.join(root, "nvidia", "*", "lib", "libnvrtc.so*")))  # cu13/, cuda_nvrtc/
     major = (torch.version.cuda or "12").split(".")[0]
     return [p for p in found if ".alt." not in p] + [f"libnvrtc.so.{major}", "libnvrtc.so"]
 

@@ -443,12 +443,11 @@ _NORM_KIND = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, hq: int, hkv: int, cluster: int, min_chunk: int, cache_half: bool,
-            norm_kind: int | None, extra: tuple[str, ...] = ()):
+            norm_kind: int | None):
     g = hq // hkv
     defines = {"G": g, "HQ": hq, "HKV": hkv, "CLUSTER": cluster, "MIN_CHUNK": min_chunk,
                "CACHE_HALF": int(cache_half), "HAS_NORM": int(norm_kind is not None), "NORM_KIND": norm_kind or 0}
-    src = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + "".join(f"#define {e}\n" for e in extra)
-    src += _SOURCE
+    src = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
     return _cuda_rtc.CudaKernel(cubin, "attn_cluster", torch.device("cuda", device_index), smem_bytes(g), cluster)
@@ -463,13 +462,13 @@ def supported(num_heads: int, num_kv_heads: int, head_dim: int, cache_dtype: tor
 class ClusterWorkspace:
     """Per-cluster partials and ticket counters (reused across layers and steps; counters stay 0
     between launches). num_splits: S, a multiple of the cluster size; min_chunk: rows per split at
-    least (a multiple of 64). `probe`: extra #defines for experiments (scripts/), normally empty."""
+    least (a multiple of 64)."""
 
     def __init__(self, num_heads: int, num_kv_heads: int, head_dim: int, num_splits: int, cluster: int, device,
-                 min_chunk: int = MIN_CHUNK, probe: tuple[str, ...] = ()):
+                 min_chunk: int = MIN_CHUNK):
         assert num_splits % cluster == 0, "num_splits must be a multiple of the cluster size"
         assert min_chunk % TILE == 0 and min_chunk > 0, "min_chunk must be a positive multiple of 64"
-        self.num_splits, self.cluster, self.min_chunk, self.probe = num_splits, cluster, min_chunk, probe
+        self.num_splits, self.cluster, self.min_chunk = num_splits, cluster, min_chunk
         ncl = num_splits // cluster
         f32 = dict(dtype=torch.float32, device=device)
         self.m = torch.empty(num_heads, ncl, **f32)
@@ -505,8 +504,7 @@ def cluster_attention(qkv, pos, k_cache, v_cache, cos, sin, out, workspace: Clus
         assert q_norm.is_contiguous() and k_norm.is_contiguous() and q_norm.dtype == k_norm.dtype
     dev = qkv.device
     kern = _kernel(dev.index if dev.index is not None else torch.cuda.current_device(), hq, hkv, ws.cluster,
-                   ws.min_chunk, k_cache.dtype == torch.float16, None if q_norm is None else _NORM_KIND[q_norm.dtype],
-                   ws.probe)
+                   ws.min_chunk, k_cache.dtype == torch.float16, None if q_norm is None else _NORM_KIND[q_norm.dtype])
     p = ctypes.c_void_p
     args = [p(qkv.data_ptr()), p(pos.data_ptr()), p(k_cache.data_ptr()), p(v_cache.data_ptr()),
             p(cos.data_ptr()), p(sin.data_ptr()),

@@ -53,8 +53,7 @@ def alone(hq, hkv, ctx):
     rows["triton"] = time_graph(lambda: [decode_attention(qkv, pos, k, v, cos, sin, out, ws, d ** -0.5, pdl=True)
                                          for k, v in caches]) / LAYERS
     for name, v in variants(hkv).items():
-        w = ca.ClusterWorkspace(hq, hkv, d, v["splits"], v["cluster"], "cuda", min_chunk=v.get("min_chunk", 64),
-                                probe=v.get("probe", ()))
+        w = ca.ClusterWorkspace(hq, hkv, d, v["splits"], v["cluster"], "cuda", min_chunk=v.get("min_chunk", 64))
         rows[name] = time_graph(lambda: [ca.cluster_attention(qkv, pos, k, vv, cos, sin, out, w, d ** -0.5, pdl=True)
                                          for k, vv in caches]) / LAYERS
     return rows

@@ -99,8 +99,8 @@ class FastRunner(Runner):
         self._select_attention(self.host_pos)
         return self.attention_mode
 
-    def _select_attention(self, pos: int) -> str:
-        """Set the kernel (and its workspace) for a step at `pos`; returns its kind."""
+    def _select_attention(self, pos: int) -> None:
+        """Set the kernel (and its workspace) for a step at `pos`."""
         mode = self.attention_mode
         kind = mode if mode != "auto" else ("cuda" if pos < CUDA_ATTENTION_CONTEXT else "triton")
         if kind not in self.workspaces:
@@ -117,7 +117,6 @@ class FastRunner(Runner):
                 self.workspaces[kind] = AttentionWorkspace(cfg.num_heads, cfg.head_dim, splits, dev)
         self.attention_kind, self.ws = kind, self.workspaces[kind]
         self._attend = cluster.cluster_attention if kind == "cuda" else decode_attention
-        return kind
 
     # -- one decode step, as captured -----------------------------------------------------------
     def _embed(self):
