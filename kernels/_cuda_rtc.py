@@ -21,6 +21,7 @@ import torch
 
 # Driver API enums (cuda.h).
 _ATTR_MAX_DYNAMIC_SHARED = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+_ATTR_CARVEOUT = 9  # CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT (percent of L1 as shared memory)
 _ATTR_NON_PORTABLE_CLUSTER = 14  # CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED
 _LAUNCH_CLUSTER_DIMENSION = 4  # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
 _LAUNCH_PROGRAMMATIC_SERIALIZATION = 6  # CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION
@@ -132,7 +133,8 @@ def _ensure_context(device: torch.device) -> None:
 class CudaKernel:
     """A loaded kernel function. launch() arguments: ctypes values in the kernel's parameter order."""
 
-    def __init__(self, cubin: bytes, name: str, device: torch.device, smem: int, cluster: int):
+    def __init__(self, cubin: bytes, name: str, device: torch.device, smem: int, cluster: int,
+                 carveout: int | None = None):
         _ensure_context(device)
         drv = _driver()
         self._cubin = cubin  # the module keeps pointers into it while loading
@@ -141,6 +143,8 @@ class CudaKernel:
         _check(drv.cuModuleGetFunction(ctypes.byref(self.fn), self.module, name.encode()), "cuModuleGetFunction")
         if smem > 48 * 1024:
             _check(drv.cuFuncSetAttribute(self.fn, _ATTR_MAX_DYNAMIC_SHARED, smem), "cuFuncSetAttribute(smem)")
+        if carveout is not None:
+            _check(drv.cuFuncSetAttribute(self.fn, _ATTR_CARVEOUT, carveout), "cuFuncSetAttribute(carveout)")
         if cluster > 8:
             _check(drv.cuFuncSetAttribute(self.fn, _ATTR_NON_PORTABLE_CLUSTER, 1), "cuFuncSetAttribute(cluster)")
         self.smem, self.cluster = smem, cluster

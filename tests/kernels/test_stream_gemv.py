@@ -1,0 +1,143 @@
+"""Spec for kernels.stream_gemv (CUDA C, TMA bulk copies; Hopper GPUs only): the three GEMVs give
+the answers of their Triton twins' references on the model shapes and on odd ones (rows not a
+multiple of the grid or of a stage, K not a multiple of a chunk, fewer rows than SMs), with bf16
+and fp16 weights, norm weights of any float dtype, PDL on or off; chains of them in one launch
+(grid barriers between) match the references in order, inside a CUDA graph replayed many times,
+with the barrier counters back at zero. CPU machines check the launch plan only."""
+
+import pytest
+import torch
+from kernel_helpers import HAS_CUDA, poisoned, randn, rel_err
+
+from kernels import stream_gemv as sg
+from kernels.gate_up_silu import rmsnorm_gate_up_silu_ref
+from kernels.gemv_residual import gemv_residual_ref
+from kernels.rmsnorm_gemv import rmsnorm_gemv_ref
+
+hopper = pytest.mark.skipif(
+    not (HAS_CUDA and sg.supported(torch.zeros(8, 8, dtype=torch.bfloat16, device="cuda"))),
+    reason="needs a CUDA GPU of compute capability >= 9.0 and NVRTC")
+
+
+LAYER_1_5B = [("residual", 1536, 1536), ("gate_up", 8960, 1536), ("residual", 1536, 8960),
+              ("rmsnorm_gemv", 2048, 1536)]
+LAYER_3B = [("residual", 2048, 2048), ("gate_up", 11008, 2048), ("residual", 2048, 11008),
+            ("rmsnorm_gemv", 2560, 2048)]
+
+
+@pytest.mark.parametrize("ops", [LAYER_1_5B, LAYER_3B, [("rmsnorm_gemv", 151936, 1536)], [("residual", 5, 8)]])
+def test_plan_leaves_room_for_an_attention_cta(ops):
+    p = sg.plan(ops, 132)
+    assert p["smem"] + 1024 + 72 * 1024 <= 228 * 1024
+    assert p["stages"] >= 2 and p["grid"] <= min(132, min(u for _, u, _ in ops))
+
+
+@pytest.mark.parametrize("k", [8, 264, 1536, 2048, 6144, 8960, 11008, 20000])
+def test_geometry_covers_a_row_with_at_most_six_vectors_per_lane(k):
+    wpr, vpl = sg.geometry(k)
+    assert wpr in (1, 2, 4, 8) and 1 <= vpl <= sg.MAX_VPL
+    assert wpr * vpl * 256 >= k or (wpr, vpl) == (8, sg.MAX_VPL)  # one chunk per row when it fits
+    vectors = -(-k // 256)
+    assert wpr == 1 or -(-vectors // (wpr // 2)) > sg.MAX_VPL  # no more warps per row than needed
+
+
+def test_weights_it_cannot_stream_are_refused():
+    assert not sg.supported(torch.zeros(4, 12, dtype=torch.bfloat16))  # K % 8 != 0 (and on CPU)
+    assert not sg.supported(torch.zeros(4, 16))  # fp32
+
+
+SHAPES = [(2048, 1536), (1536, 1536), (1536, 8960), (37, 1000), (300, 264), (1, 8)]
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("pdl", [False, True])
+@pytest.mark.parametrize("wdtype,ndtype", [(torch.bfloat16, torch.bfloat16), (torch.float16, torch.float32)])
+@pytest.mark.parametrize("n,k", SHAPES)
+def test_rmsnorm_gemv_matches_reference(n, k, wdtype, ndtype, pdl, gen):
+    x = randn(k, gen=gen, device="cuda", scale=3.0)
+    w = randn(n, k, gen=gen, dtype=wdtype, device="cuda", scale=0.05)
+    norm_w = randn(k, gen=gen, dtype=ndtype, device="cuda")
+    bias = randn(n, gen=gen, dtype=wdtype, device="cuda")
+    for nw, b in ((norm_w, bias), (norm_w, None), (None, None)):
+        out = poisoned(n, device="cuda")
+        sg.stream_rmsnorm_gemv(x, w, out, norm_w=nw, eps=1e-6, bias=b, pdl=pdl)
+        torch.cuda.synchronize()
+        assert rel_err(out, rmsnorm_gemv_ref(x, w, nw, 1e-6, b)) <= 1e-5, (nw is None, b is None)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("wdtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("n,k", SHAPES)
+def test_gemv_residual_adds_into_x_once(n, k, wdtype, gen):
+    a = randn(k, gen=gen, device="cuda")
+    w = randn(n, k, gen=gen, dtype=wdtype, device="cuda", scale=0.05)
+    x = randn(n, gen=gen, device="cuda", scale=5.0)
+    ref = gemv_residual_ref(a, w, x)
+    assert sg.stream_gemv_residual(a, w, x, pdl=True) is x
+    torch.cuda.synchronize()
+    assert rel_err(x, ref) <= 1e-5
+    sg.stream_gemv_residual(a, w, x)
+    torch.cuda.synchronize()
+    assert rel_err(x, gemv_residual_ref(a, w, ref)) <= 1e-5
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("wdtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("i,k", [(8960, 1536), (6144, 2048), (11008, 2048), (131, 264), (3, 16)])
+def test_gate_up_silu_matches_reference(i, k, wdtype, gen):
+    x = randn(k, gen=gen, device="cuda", scale=3.0)
+    norm_w = randn(k, gen=gen, dtype=wdtype, device="cuda")
+    w = randn(2 * i, k, gen=gen, dtype=wdtype, device="cuda", scale=0.05)
+    out = poisoned(i, device="cuda")
+    sg.stream_gate_up_silu(x, norm_w, 1e-6, w, out, pdl=True)
+    torch.cuda.synchronize()
+    assert rel_err(out, rmsnorm_gate_up_silu_ref(x, norm_w, 1e-6, w)) <= 1e-5
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("h,i,n_qkv", [(1536, 8960, 2048), (2048, 11008, 2560), (264, 1000, 392)])
+def test_layer_chains_in_a_graph_match_the_references(h, i, n_qkv, gen):
+    """Four layers as the runner launches them (QKV alone, then o_proj + gate/up + down + next QKV
+    in one chain with grid barriers, the attention output faked by a slice of qkv) chained with PDL
+    in one CUDA graph, replayed 20 times: the same as the references in the same order, and the
+    barrier counters back at zero."""
+    def w(n, k):
+        return randn(n, k, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.02)
+    layers = [(w(n_qkv, h), w(h, h), w(2 * i, h), w(h, i), randn(h, gen=gen, dtype=torch.bfloat16, device="cuda"),
+               randn(n_qkv, gen=gen, dtype=torch.bfloat16, device="cuda")) for _ in range(4)]
+    x0 = randn(h, gen=gen, device="cuda")
+    x, qkv, hid = x0.clone(), torch.zeros(n_qkv, device="cuda"), torch.zeros(i, device="cuda")
+    attn = torch.zeros(h, device="cuda")
+    sync = torch.zeros(2, dtype=torch.int32, device="cuda")
+
+    def chain():
+        sg.stream_chain([sg.Op("rmsnorm_gemv", layers[0][0], x, qkv, layers[0][4], layers[0][5])], pdl=True)
+        for li, (_, wo, wgu, wd, nw, _) in enumerate(layers):
+            attn.copy_(qkv[:h])
+            ops = [sg.Op("residual", wo, attn, x), sg.Op("gate_up", wgu, x, hid, nw), sg.Op("residual", wd, hid, x)]
+            if li + 1 < len(layers):
+                nq = layers[li + 1]
+                ops.append(sg.Op("rmsnorm_gemv", nq[0], x, qkv, nq[4], nq[5]))
+            sg.stream_chain(ops, sync, 1e-6, pdl=True)
+
+    chain()  # compile outside the capture
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        chain()
+    ref = x0.clone()
+    q = rmsnorm_gemv_ref(ref, layers[0][0], layers[0][4], 1e-6, layers[0][5])
+    for li, (_, wo, wgu, wd, nw, _) in enumerate(layers):
+        ref = gemv_residual_ref(q[:h], wo, ref)
+        ref = gemv_residual_ref(rmsnorm_gate_up_silu_ref(ref, nw, 1e-6, wgu), wd, ref)
+        if li + 1 < len(layers):
+            q = rmsnorm_gemv_ref(ref, layers[li + 1][0], layers[li + 1][4], 1e-6, layers[li + 1][5])
+    for _ in range(20):
+        x.copy_(x0)
+        graph.replay()
+    torch.cuda.synchronize()
+    assert rel_err(x, ref) <= 1e-4
+    assert not sync.any(), sync.tolist()
