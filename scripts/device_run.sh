@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: GPU tests, kernel micro-benchmarks, decode benchmarks.
-# Usage (from the repo root on the device): bash scripts/device_run.sh [quick|tests|bench|all|sweep|attention]
+# Usage (from the repo root on the device): bash scripts/device_run.sh [quick|tests|bench|all|sweep|attention|gemv]
 # (sweep: the in-step GEMV config sweep of kernels/sweep_gemv.py for each shape, ~1 min each;
-#  attention: the CUDA cluster attention's GPU tests, then the step with it vs the Triton kernel)
+#  attention: the CUDA cluster attention's GPU tests, then the step with it vs the Triton kernel;
+#  gemv: the experimental CUDA GEMV chains: their GPU tests, the fast-path tests, the step with
+#  them vs the Triton GEMVs, and the per-op / traced probe of scripts/probe_stream_gemv.py)
 # Logs go to $OUT (or ./out); a short summary table is printed last.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -36,7 +38,13 @@ fi
 if [[ $what == attention ]]; then
   step cluster-tests python3 -m pytest -m gpu tests/kernels/test_cluster_attention.py -x -q -p no:cacheprovider -o addopts=""
   step inference-gpu-tests python3 -m pytest -m gpu tests/inference -q -p no:cacheprovider -o addopts=""
-  step ab-attention python3 scripts/ab_attention.py
+  step ab-attention python3 scripts/ab_step.py --what attention
+fi
+if [[ $what == gemv ]]; then
+  step stream-tests timeout 300 python3 -m pytest -m gpu tests/kernels/test_stream_gemv.py -x -q -p no:cacheprovider -o addopts=""
+  step inference-gpu-tests timeout 400 python3 -m pytest -m gpu tests/inference -x -q -p no:cacheprovider -o addopts=""
+  step ab-gemv timeout 400 python3 scripts/probe_step_mix.py
+  step probe-gemv timeout 300 python3 scripts/probe_stream_gemv.py
 fi
 if [[ $what == sweep ]]; then
   for shape in qwen2.5-coder-1.5b qwen3-1.7b qwen2.5-coder-3b; do
@@ -44,5 +52,5 @@ if [[ $what == sweep ]]; then
   done
 fi
 echo; echo "=== summary"; printf '%s\n' "${summary[@]}"
-[ -f "$OUT/ab-attention.log" ] && sed -n '/^| shape/,$p' "$OUT/ab-attention.log"
+for f in "$OUT"/ab-*.log; do [ -f "$f" ] && sed -n '/^| shape/,$p' "$f"; done
 for f in "$OUT"/bench-*.log; do [ -f "$f" ] && { echo "--- $f"; sed -n '/^| context/,$p' "$f" | tail -12; }; done

@@ -24,7 +24,7 @@ import triton.language as tl
 from _probe_engine import greedy_graph, random_engine, replay_us
 from kernels._util import pdl_launch_kwargs
 
-KINDS = [("rmsnorm_gemv", "qkv"), ("_attn_kernel", "attention"), ("gemv_residual", "o/down"),
+KINDS = [("rmsnorm_gemv", "qkv"), ("attn", "attention"), ("gemv_residual", "o/down"),
          ("gate_up", "gate_up"), ("lm_head", "lm_head")]  # kernel name part -> label (greedy fused step)
 
 

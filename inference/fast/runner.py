@@ -17,6 +17,9 @@ ring slot (a CPU tensor, valid once the step's work is done), so the engine need
 device-to-host copy per token. x holds the input embedding between steps (start() writes it for
 the first step); the residual stream stays in float32 (a few KB).
 
+With use_gemv("cuda") (experimental, slower today) the four GEMVs become two launches per layer:
+attention, then o_proj + gate/up + down + the next layer's QKV in one kernels.stream_gemv chain.
+
 Prefill (`PrefillModel`) uses cuBLAS GEMMs and SDPA on the same static KV cache. One graph is
 captured per sampler mode (greedy, or the sampling variant a request needs), lazily.
 """
@@ -29,6 +32,7 @@ import torch
 from torch import Tensor
 
 from kernels import cluster_attention as cluster
+from kernels import stream_gemv as stream
 from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits
 from kernels.feed_token import feed_token
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
@@ -75,7 +79,8 @@ class FastRunner(Runner):
         self.argmax_scratch = argmax_scratch(self.device)
         self.ring = torch.zeros(RING, dtype=torch.int64, pin_memory=True)
         self.host_pos = 0  # self.pos as the host knows it (the ring slot of each step's token)
-        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (sampler mode, fused tail, attention) -> step
+        self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (sampler mode, fused tail, attention, gemv) -> step
+        self.use_gemv(os.environ.get("INFERENCE_GEMV", "auto"))
         self.use_attention(os.environ.get("INFERENCE_ATTENTION", "auto"))
         self.seed = 0
 
@@ -98,6 +103,23 @@ class FastRunner(Runner):
         self.graphs = {}
         self._select_attention(self.host_pos)
         return self.attention_mode
+
+    def use_gemv(self, mode: str = "auto") -> str:
+        """Which kernels the layers' GEMVs (QKV, o_proj, gate/up, down) use: "triton" (one launch per
+        GEMV, any GPU; what "auto" picks) or "cuda", experimental and slower today (kernels/PERF.md,
+        sixth session): kernels.stream_gemv, o_proj + gate/up + down + the next layer's QKV in ONE
+        launch whose weights stream through shared memory (Hopper, NVRTC, bf16/fp16 weights).
+        INFERENCE_GEMV sets the mode at construction. Drops captured graphs; returns the kind used."""
+        if mode not in ("auto", "cuda", "triton"):
+            raise ValueError(f"GEMV kernels must be auto, cuda or triton, not {mode!r}")
+        if mode == "cuda" and not all(stream.supported(t) for layer in self.w.layers
+                                      for t in (layer.qkv, layer.o, layer.gate_up, layer.down)):
+            raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with a hidden size that is a multiple "
+                             "of 8 and a GPU of compute capability >= 9.0 with NVRTC")
+        self.gemv_kind = "cuda" if mode == "cuda" else "triton"
+        self.sync = torch.zeros(2, dtype=torch.int32, device=self.device)  # the chains' grid barrier counters
+        self.graphs = {}
+        return self.gemv_kind
 
     def _select_attention(self, pos: int) -> None:
         """Set the kernel (and its workspace) for a step at `pos`."""
@@ -124,15 +146,40 @@ class FastRunner(Runner):
 
     def _layers(self):
         """All decoder layers for the token whose embedding is in self.x, at position self.pos."""
+        if self.gemv_kind == "cuda":
+            self._layers_chained()
+            return
         w, eps, pdl = self.w, self.cfg.rms_norm_eps, self.pdl
         for i, layer in enumerate(w.layers):
             rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
-            self._attend(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
-                         self.attn, self.ws, self.scale, q_norm=layer.q_norm, k_norm=layer.k_norm, eps=eps,
-                         pdl=pdl)
+            self._attention(i)
             gemv_residual(self.attn, layer.o, self.x, pdl=pdl)
             rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
             gemv_residual(self.h, layer.down, self.x, pdl=pdl)
+
+    def _layers_chained(self):
+        """The layers as 2 launches each: attention, then o_proj + gate/up + down + the next layer's
+        QKV in one kernels.stream_gemv chain (the first QKV alone)."""
+        layers, eps, pdl = self.w.layers, self.cfg.rms_norm_eps, self.pdl
+
+        def qkv(layer):
+            return stream.Op("rmsnorm_gemv", layer.qkv, self.x, self.qkv, layer.attn_norm, layer.qkv_bias)
+
+        stream.stream_chain([qkv(layers[0])], eps=eps, pdl=pdl)
+        for i, layer in enumerate(layers):
+            self._attention(i)
+            ops = [stream.Op("residual", layer.o, self.attn, self.x),
+                   stream.Op("gate_up", layer.gate_up, self.x, self.h, layer.mlp_norm),
+                   stream.Op("residual", layer.down, self.h, self.x)]
+            if i + 1 < len(layers):
+                ops.append(qkv(layers[i + 1]))
+            stream.stream_chain(ops, self.sync, eps, pdl=pdl)
+
+    def _attention(self, i: int):
+        layer = self.w.layers[i]
+        self._attend(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
+                     self.attn, self.ws, self.scale, q_norm=layer.q_norm, k_norm=layer.k_norm,
+                     eps=self.cfg.rms_norm_eps, pdl=self.pdl)
 
     def _forward_token(self) -> Tensor:
         """Logits [V] for the token in self.token at position self.pos (no sampling)."""
@@ -166,7 +213,7 @@ class FastRunner(Runner):
 
     def _graph(self) -> torch.cuda.CUDAGraph:
         """The captured step for the current sampler mode and attention kernel (captured on first use)."""
-        key = (self.sampler.mode, self._fused_step(), self.attention_kind)
+        key = (self.sampler.mode, self._fused_step(), self.attention_kind, self.gemv_kind)
         if key not in self.graphs:
             saved = (self.token.clone(), self.pos.clone(), self.x.clone(), self.sampler.step.clone(),
                      self.sampler.seen.clone())

@@ -168,3 +168,32 @@ def test_auto_attention_switches_kernel_at_the_cluster_context_and_generates_the
             assert {key[2] for key in runner.graphs} == {"cuda", "triton"}
     assert len(runs["auto"]) == 48
     assert runs["auto"] == runs["triton"] == runs["cuda"]
+
+
+def test_cuda_gemv_chains_give_the_triton_gemvs_logits_and_tokens(tmp_path):
+    """The experimental CUDA GEMV chains (use_gemv("cuda"): o_proj + gate/up + down + next QKV per
+    launch) against the Triton GEMVs on one engine: teacher-forced logits within 1e-4 of each other,
+    the same greedy tokens."""
+    from inference.engine import FinishEvent
+    from inference.prompts import Prompt
+    from inference.sampling import SamplingParams
+    from inference.synth import write_checkpoint
+    from kernels import stream_gemv
+
+    path = write_checkpoint("qwen2.5-coder-1.5b", tmp_path / "m", layers=3, device="cuda")
+    engine = _engine(path)
+    runner = engine.runner
+    if not stream_gemv.supported(engine.runner.w.layers[0].o):
+        pytest.skip("the CUDA GEMV kernels need sm_90 and NVRTC")
+    ids = torch.randint(0, 30000, (300,), generator=torch.Generator().manual_seed(3)).tolist()
+    logits, tokens = {}, {}
+    for mode in ("triton", "cuda"):
+        assert runner.use_gemv(mode) == mode
+        runner.start(ids[:200], SamplingParams(max_tokens=128))
+        logits[mode] = torch.stack([runner.forced_logits(t) for t in ids[200:232]])
+        events = engine.generate(Prompt.from_ids(ids), SamplingParams(max_tokens=48, ignore_eos=True))
+        tokens[mode] = [t for ev in events if not isinstance(ev, FinishEvent) for t in ev.token_ids]
+    err = ((logits["cuda"] - logits["triton"]).norm() / logits["triton"].norm()).item()
+    assert err <= 1e-4, err
+    assert len(tokens["cuda"]) == 48 and tokens["cuda"] == tokens["triton"]
+    assert not runner.sync.any()
