@@ -27,4 +27,14 @@ def randn(*shape, gen, dtype=torch.float32, device=DEVICE, scale=1.0) -> torch.T
     return (torch.randn(*shape, generator=gen) * scale).to(dtype).to(device)
 
 
+def captured(fn) -> torch.cuda.CUDAGraph:
+    """fn() run once (compiles its kernels outside the capture), then captured in a CUDA graph."""
+    fn()
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        fn()
+    return graph
+
+
 gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")

@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from kernel_helpers import DEVICE, gpu, poisoned, randn, rel_err
+from kernel_helpers import DEVICE, captured, gpu, poisoned, randn, rel_err
 
 from kernels.decode_attention import (
     AttentionConfig,
@@ -187,11 +187,7 @@ def test_gpu_cuda_graph_replays_reset_the_tickets(pdl, gen):
         for (qkv, k, v, cos, sin, _, _), out in zip(layers, outs):
             decode_attention(qkv, pos, k, v, cos, sin, out, ws, d ** -0.5, pdl=pdl)
 
-    step()  # compile outside the capture
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
+    graph = captured(step)
     for p in [0, 1, 100, 4095, 4999, 63, 2500]:
         pos.fill_(p)
         refs = [decode_attention_ref(qkv, p, k, v, cos, sin, d ** -0.5)[0] for qkv, k, v, cos, sin, _, _ in layers]

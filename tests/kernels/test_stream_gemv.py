@@ -7,7 +7,7 @@ with the barrier counters back at zero. CPU machines check the launch plan only.
 
 import pytest
 import torch
-from kernel_helpers import HAS_CUDA, poisoned, randn, rel_err
+from kernel_helpers import HAS_CUDA, captured, poisoned, randn, rel_err
 
 from kernels import stream_gemv as sg
 from kernels.gate_up_silu import rmsnorm_gate_up_silu_ref
@@ -124,10 +124,7 @@ def test_layer_chains_in_a_graph_match_the_references(h, i, n_qkv, gen):
                 ops.append(sg.Op("rmsnorm_gemv", nq[0], x, qkv, nq[4], nq[5]))
             sg.stream_chain(ops, sync, 1e-6, pdl=True)
 
-    chain()  # compile outside the capture
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        chain()
+    graph = captured(chain)
     ref = x0.clone()
     q = rmsnorm_gemv_ref(ref, layers[0][0], layers[0][4], 1e-6, layers[0][5])
     for li, (_, wo, wgu, wd, nw, _) in enumerate(layers):
