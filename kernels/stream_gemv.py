@@ -1,7 +1,8 @@
 """Batch-1 GEMVs in CUDA C whose weights stream through a shared-memory ring (TMA bulk copies),
-several GEMVs per launch. EXPERIMENTAL: correct, but slower than the Triton kernels in the decode
-step today (kernels/PERF.md, sixth session), so the runner uses it only on request
-(INFERENCE_GEMV=cuda / FastRunner.use_gemv("cuda")). Hopper (sm_90+) with NVRTC only.
+several GEMVs per launch. EXPERIMENTAL: correct, but not faster than the Triton kernels in the
+decode step (kernels/PERF.md, sixth and seventh sessions), so the runner uses it only on request
+(INFERENCE_GEMV=gate_up|cuda / FastRunner.use_gemv). Hopper (sm_90+) with NVRTC only; weights
+bf16/fp16 with K a multiple of 16.
 
 The ops are those of the Triton kernels, with the same contracts and references:
     "rmsnorm_gemv"  out = W @ (rmsnorm(x) * norm_w) + bias    (kernels.rmsnorm_gemv; QKV)
@@ -12,17 +13,20 @@ down + the next layer's QKV), with a grid barrier between two ops; stream_rmsnor
 stream_gemv_residual and stream_gate_up_silu are one-op launches.
 
 The idea: weights do not depend on the previous op, so a producer warp per CTA copies them into a
-ring of shared-memory stages without a break, across the ops of the launch and from before the
-PDL wait, while 8 consumer warps wait for the activations (previous kernel, or grid barrier),
-stage the activation in shared memory once per op, and take one row slice each per stage: dot
-product from shared memory against the activation held in registers, shuffle reduction, fp32 row
-sum in shared memory, op epilogue (norm scale, bias, SiLU*up, residual add). Layout: one CTA per
-SM (grid = min(#SMs, units)), CTA b owns a balanced contiguous range of units (rows; gate/up row
-pairs); a stage is NWARP / WPR rows x WPR * VPL * 256 columns (geometry()).
+ring of shared-memory slots without a break, across the ops of the launch and from before the PDL
+wait, while 8 consumer warps wait for the activation (previous kernel, or grid barrier), stage it
+once per op in shared memory as MMA fragments (each fp32 value split into three 16-bit parts:
+~fp32 precision), and run the dots on tensor cores: per slot (MT = 16 rows x KC columns, rows
+padded so that ldmatrix is conflict-free) each warp takes KC / 128 steps of 16 columns
+(ldmatrix + mma.sync m16n8k16), keeps the row tile's partial sums in registers over its K chunks
+and writes them once per tile; the epilogue adds the 8 warps' partials and applies the op's norm
+scale, bias, SiLU*up or residual add. One CTA per SM (grid = min(#SMs, units)); CTA b owns a
+balanced contiguous range of units (rows; gate/up row pairs).
 
-Measured (H200, 1.5B shapes): the streaming alone reaches 3.6-3.9 TB/s across a chain (no dot
-products, no barriers), but each layer's consumers spend ~12 us on the stage dot products and
-~2-4 us per grid barrier, on the critical path: 38.7 us per layer vs 31.5 for the Triton GEMVs.
+Measured (H200, 1.5B shapes, kernels/PERF.md): one bulk copy per row and slot, so slots are as
+wide as the budget allows (copies of 0.75 / 1.5 / 3 KB stream gate/up at 1.8 / 2.8 / 4.0 TB/s);
+gate/up alone 15.4 us vs 16.7 for Triton, a chained layer 35.6 us vs 31.5 (down, the activation
+round trips and the grid barriers lose it); in the decode step level with Triton at best.
 PROBE_DEFINES (NO_COMPUTE, NO_BARRIER, TRACE) are for scripts/probe_stream_gemv.py only.
 """
 
@@ -39,13 +43,14 @@ from kernels._util import check_vec
 
 NWARP = 8  # consumer warps
 THREADS = 32 * (NWARP + 1)  # + one producer warp
-MAX_VPL = 6  # 16-byte vectors per lane per chunk
-STAGE = MAX_VPL * 256 * 2 * NWARP  # bytes of a ring slot (24 KB)
+MT = 16  # rows per ring slot (one MMA tile)
+MAX_KC = 2048  # columns per ring slot at most (one bulk copy per row and slot: the bigger, the faster)
+ROW_PAD = 16  # bytes after each row of a slot: rows 16 bytes apart mod 128 make ldmatrix conflict-free
 MAX_PHASES = 4
-SMEM_BUDGET = 150 * 1024  # ring + row sums + activation: leaves room for an attention CTA (~70 KB)
+SMEM_BUDGET = 200 * 1024  # ring + row sums + activation (at 150 KB the chains' slots get narrow: slower)
 # for scripts/probe_stream_gemv.py only (NO_COMPUTE / NO_BARRIER = 1 give wrong results, for timing)
 PROBE_DEFINES = {"NO_COMPUTE": 0, "NO_BARRIER": 0, "TRACE": 0}
-CARVEOUT = 100  # percent of L1 given to shared memory: all of it, so the next kernel's CTA fits beside
+CARVEOUT = None  # the driver picks the L1 / shared split (100%, all shared: ~1% slower in the step with Triton kernels)
 # mode -> (MODE, kernel name of a one-op launch: what profilers show), rows per unit
 MODES = {"rmsnorm_gemv": (0, "stream_rmsnorm_gemv", 1), "residual": (1, "stream_gemv_residual", 1),
          "gate_up": (2, "stream_gate_up_silu", 2)}
@@ -56,7 +61,9 @@ typedef unsigned int u32;
 typedef unsigned long long u64;
 #define NWARP 8
 #define NCONSUMER (NWARP * 32)
-#define STAGE (MAX_VPL * 256 * 2 * NWARP)  // bytes of one ring slot
+#define MT 16                       // rows per ring slot: one MMA M tile
+#define ROWB (SLOT_KC * 2 + ROW_PAD) // bytes per row in a slot
+#define STAGE (MT * ROWB)           // bytes of one ring slot
 
 struct Phase {  // one GEMV of the chain (mirrored by _Phase in Python)
   const unsigned char* w; const float* act; const void* norm_w; const void* bias; float* out;
@@ -105,12 +112,39 @@ template <int KIND> __device__ __forceinline__ float any_f32(const void* p, int 
   const u32 b = ((const unsigned short*)p)[i];
   return KIND == 1 ? h2f(b) : __uint_as_float(b << 16);
 }
+#if W_HALF
+#define MMA_T "f16"
+#else
+#define MMA_T "bf16"
+#endif
+__device__ __forceinline__ u32 pack2(float lo, float hi) {  // two 16-bit values (the weights' type), `lo` in bits 0-15
+  u32 r;
+#if W_HALF
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#else
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#endif
+  return r;
+}
 __device__ __forceinline__ float lo16(u32 w) { return W_HALF ? h2f(w & 0xffffu) : __uint_as_float(w << 16); }
 __device__ __forceinline__ float hi16(u32 w) { return W_HALF ? h2f(w >> 16) : __uint_as_float(w & 0xffff0000u); }
-__device__ __forceinline__ float dot8(uint4 w, const float* x, float acc) {  // short dependency chains
-  const float a = fmaf(hi16(w.x), x[1], lo16(w.x) * x[0]), b = fmaf(hi16(w.y), x[3], lo16(w.y) * x[2]);
-  const float c = fmaf(hi16(w.z), x[5], lo16(w.z) * x[4]), d = fmaf(hi16(w.w), x[7], lo16(w.w) * x[6]);
-  return acc + ((a + b) + (c + d));
+// x = hi + mid + lo, each 16-bit: three MMA columns carry ~fp32 precision of each activation.
+__device__ __forceinline__ void split3(float x0, float x1, u32& hi, u32& mid, u32& lo) {
+  hi = pack2(x0, x1);
+  x0 -= lo16(hi); x1 -= hi16(hi);
+  mid = pack2(x0, x1);
+  lo = pack2(x0 - lo16(mid), x1 - hi16(mid));
+}
+__device__ __forceinline__ void ldsm4(u32 addr, u32* r) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+// d[16x8] += a[16x16] (row) * b[16x8] (col), fp32 accumulate
+__device__ __forceinline__ void mma(float* d, const u32* a, u32 b0, u32 b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA_T "." MMA_T ".f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 __device__ __forceinline__ void unit_range(int units, int& u0, int& nu) {
   u0 = (int)((long long)blockIdx.x * units / gridDim.x);
@@ -130,54 +164,72 @@ __device__ __forceinline__ void grid_barrier(u32* count, u32 target) {
   consumers_sync();
 }
 
-// Producer (one thread): copy this CTA's rows of phase `ph` into the ring, stage by stage. A stage
-// is RS = NWARP / WPR rows x KC columns (WPR warps share a row, VPL 16-byte vectors per lane each).
-template <int MODE, int WPR, int VPL>
+// Producer (one thread): copy this CTA's rows of phase `ph` into the ring, slot by slot: MT rows x KC
+// columns per slot, row tiles in order, the K chunks of a tile one after the other.
+template <int MODE, int KC>
 __device__ __forceinline__ void produce(const Phase& ph, int& s, unsigned char* ring, u64* full, u64* empty) {
-  constexpr int RS = NWARP / WPR, KC = WPR * VPL * 256;
   int u0, nu;
   unit_range(ph.units, u0, nu);
   const int nr = MODE == 2 ? 2 * nu : nu, K = ph.K;
-  for (int k0 = 0; k0 < K; k0 += KC) {
-    const u32 bytes = (u32)min(KC, K - k0) * 2u;
-    for (int g = 0; g * RS < nr; ++g, ++s) {
+  for (int g = 0; g < nr; g += MT) {
+    const int rows = min(MT, nr - g);
+    for (int k0 = 0; k0 < K; k0 += KC, ++s) {
       const int buf = s % NS;
       if (s >= NS) mbar_wait(smem_u32(&empty[buf]), ((s / NS) - 1) & 1);
-      const int rows = min(RS, nr - g * RS);
-      const u32 fb = smem_u32(&full[buf]);
+      const u32 bytes = (u32)min(KC, K - k0) * 2u, fb = smem_u32(&full[buf]);
       mbar_expect_tx(fb, rows * bytes);
       for (int r = 0; r < rows; ++r) {
-        const int lr = g * RS + r;
+        const int lr = g + r;
         const long long row = MODE == 2 ? (lr < nu ? u0 + lr : ph.units + u0 + lr - nu) : u0 + lr;
-        bulk_copy(smem_u32(ring + (size_t)buf * STAGE + (size_t)r * KC * 2), ph.w + (row * K + k0) * 2, bytes, fb);
+        bulk_copy(smem_u32(ring + (size_t)buf * STAGE + (size_t)r * ROWB), ph.w + (row * K + k0) * 2, bytes, fb);
       }
     }
   }
 }
 
-// Consumers (8 warps): warp w takes row w / WPR of each stage, columns slice (w % WPR) of the chunk;
-// partial dot products go to acc[row * WPR + slice], summed in the epilogue.
+// Activation elements k..k+3 (k % 4 == 0), times the norm weights, into the MMA B-fragment layout
+// (XB u32 per 16-column step): lanes 0-3 hold the 16-bit high parts (MMA column 0), lanes 4-7 the
+// middle parts (column 1), lanes 8-11 the rest (column 2), lane l as {x[2q], x[2q+1]},
+// {x[2q+8], x[2q+9]} with q = l % 4.
+#define XB 24
+__device__ __forceinline__ void stage4(u32* xb, int k, float4 v) {
+  const int kk = k & 15, q = (kk & 7) >> 1, reg = kk >> 3;
+  u32 h01, m01, l01, h23, m23, l23;
+  split3(v.x, v.y, h01, m01, l01);
+  split3(v.z, v.w, h23, m23, l23);
+  u32* p = xb + (k >> 4) * XB + reg;
+  p[q * 2] = h01; p[(q + 1) * 2] = h23; p[(4 + q) * 2] = m01; p[(5 + q) * 2] = m23;
+  p[(8 + q) * 2] = l01; p[(9 + q) * 2] = l23;
+}
+template <int NORM_KIND> __device__ __forceinline__ float4 norm4(const void* nw, int k, int K) {
+  float4 n = make_float4(1.f, 1.f, 1.f, 1.f);
+  if (NORM_KIND >= 0 && k < K) {
+    n.x = any_f32<NORM_KIND>(nw, k); n.y = any_f32<NORM_KIND>(nw, k + 1);
+    n.z = any_f32<NORM_KIND>(nw, k + 2); n.w = any_f32<NORM_KIND>(nw, k + 3);
+  }
+  return n;
+}
+
+// Consumers (8 warps) on tensor cores: per slot, warp w takes KS = KC / 128 steps of 16 columns
+// (ldmatrix of the weights, mma.sync m16n8k16 against the activation's hi / mid / lo fragments), keeps
+// the tile's partial sums in registers over its K chunks, then writes them to acc[row * NWARP + w];
+// the epilogue adds the 8 partials of each row.
 //   MODE 0: out[u] = rstd * (W[u] . x*norm_w) + bias[u]        (rstd = 1 without a norm)
 //   MODE 1: out[u] += W[u] . act                                (out: the residual stream)
 //   MODE 2: out[u] = silu(rstd * W[u] . n) * (rstd * W[units + u] . n), n = x*norm_w
-template <int MODE, int WPR, int VPL, int NORM_KIND, int BIAS_KIND>
+template <int MODE, int KC, int NORM_KIND, int BIAS_KIND>
 __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned char* ring, u64* full, u64* empty,
-                                        float* acc, float* xs, float* red, float eps, int phase, u32* sync, u32 target,
+                                        float* acc, u32* xb, float* red, float eps, int phase, u32* sync, u32 target,
                                         unsigned long long* trace, int& tn) {
-  constexpr int RS = NWARP / WPR, KC = WPR * VPL * 256;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, slice = warp % WPR, rr = warp / WPR;
+  constexpr int KS = KC / (16 * NWARP), NPRE = 2;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int u0, nu;
   unit_range(ph.units, u0, nu);
   const int nr = MODE == 2 ? 2 * nu : nu, K = ph.K;
-  const float* act = ph.act;
   // What does not depend on the previous phase is loaded before waiting for it: norm weights, bias.
-  float nwr[VPL * 8];
-  const int cbase0 = slice * VPL * 256 + lane * 8;
+  float4 nwp[NPRE];
 #pragma unroll
-  for (int j = 0; j < VPL * 8; ++j) {
-    const int col = cbase0 + (j >> 3) * 256 + (j & 7);
-    nwr[j] = NORM_KIND >= 0 && col < K ? any_f32<NORM_KIND>(ph.norm_w, col) : 1.f;
-  }
+  for (int i = 0; i < NPRE; ++i) nwp[i] = norm4<NORM_KIND>(ph.norm_w, (tid + i * NCONSUMER) * 4, K);
   const float bias0 = BIAS_KIND >= 0 && tid < nu ? any_f32<BIAS_KIND>(ph.bias, u0 + tid) : 0.f;
   if (target == 0) {  // the first phase: activations come from the previous kernel
     asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -186,81 +238,88 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
     grid_barrier(sync, target);
   }
   STAMP(100 * phase + 0, 0.f);
-  // The activation, once per CTA, into shared memory (the warps then take their slices from there).
-  float rstd = 1.f, ssq = 0.f;
-  for (int k = tid * 4; k < K; k += NCONSUMER * 4) {
-    const float4 v = __ldcg((const float4*)(act + k));
-    if (NORM_KIND >= 0) ssq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    *(float4*)(xs + k) = v;
+  // The residual rows (read now, beside the activation) and the activation, once per CTA, into shared
+  // memory as MMA fragments.
+  const float res0 = MODE == 1 && tid < nu ? __ldcg(ph.out + u0 + tid) : 0.f;
+  float ssq = 0.f;
+#pragma unroll
+  for (int i = 0; i < NPRE; ++i) {
+    const int k = (tid + i * NCONSUMER) * 4;
+    if (k < K) {
+      float4 v = __ldcg((const float4*)(ph.act + k));
+      ssq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+      v.x *= nwp[i].x; v.y *= nwp[i].y; v.z *= nwp[i].z; v.w *= nwp[i].w;
+      stage4(xb, k, v);
+    }
+  }
+  for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4) {
+    float4 v = __ldcg((const float4*)(ph.act + k));
+    const float4 n = norm4<NORM_KIND>(ph.norm_w, k, K);
+    ssq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    v.x *= n.x; v.y *= n.y; v.z *= n.z; v.w *= n.w;
+    stage4(xb, k, v);
   }
   if (NORM_KIND >= 0) {
     for (int o = 16; o > 0; o >>= 1) ssq += __shfl_xor_sync(0xffffffffu, ssq, o);
     if (lane == 0) red[warp] = ssq;
   }
   consumers_sync();
+  float rstd = 1.f;
   if (NORM_KIND >= 0) {
     ssq = 0.f;
     for (int i = 0; i < NWARP; ++i) ssq += red[i];
     rstd = rsqrtf(ssq / K + eps);
   }
   STAMP(100 * phase + 1, rstd);
-  float xr[VPL * 8];
-  for (int k0 = 0; k0 < K; k0 += KC) {
-    const int cbase = k0 + slice * VPL * 256 + lane * 8;
-#pragma unroll
-    for (int j = 0; j < VPL; ++j) {
-      const int col = cbase + j * 256;
-      float4 a = make_float4(0.f, 0.f, 0.f, 0.f), b = a;
-      if (col < K) {
-        a = *(const float4*)(xs + col);
-        b = *(const float4*)(xs + col + 4);
-        if (k0 > 0 && NORM_KIND >= 0) {  // rows longer than one chunk: norm weights of this chunk
-#pragma unroll
-          for (int e = 0; e < 8; ++e) nwr[j * 8 + e] = any_f32<NORM_KIND>(ph.norm_w, col + e);
-        }
-      }
-      if (NORM_KIND >= 0) {
-        a.x *= nwr[j * 8 + 0]; a.y *= nwr[j * 8 + 1]; a.z *= nwr[j * 8 + 2]; a.w *= nwr[j * 8 + 3];
-        b.x *= nwr[j * 8 + 4]; b.y *= nwr[j * 8 + 5]; b.z *= nwr[j * 8 + 6]; b.w *= nwr[j * 8 + 7];
-      }
-      xr[j * 8 + 0] = a.x; xr[j * 8 + 1] = a.y; xr[j * 8 + 2] = a.z; xr[j * 8 + 3] = a.w;
-      xr[j * 8 + 4] = b.x; xr[j * 8 + 5] = b.y; xr[j * 8 + 6] = b.z; xr[j * 8 + 7] = b.w;
-    }
-    STAMP(100 * phase + 2, xr[0] + xr[VPL * 8 - 1]);
-    for (int g = 0; g * RS < nr; ++g, ++s) {
+  // ldmatrix.x4 addresses: lane l gives row l % 16, columns + 8 * (l / 16), of this warp's 16-column steps
+  const u32 aoff = (lane & 15) * ROWB + (lane >> 4) * 16 + warp * KS * 32;
+  for (int g = 0; g < nr; g += MT) {
+    float d[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // two accumulators: shorter MMA chains
+    for (int k0 = 0; k0 < K; k0 += KC, ++s) {
       const int buf = s % NS;
       mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
       STAMP(100 * phase + 3, 0.f);
-      const int lr = g * RS + rr;
-      if (lr < nr) {
-        const uint4* wrow = (const uint4*)(ring + (size_t)buf * STAGE + (size_t)rr * KC * 2) + slice * VPL * 32;
-        float d = 0.f;
+      const u32 abase = smem_u32(ring + (size_t)buf * STAGE) + aoff;
+      u32 a[KS][4];
+      uint2 b[KS];
 #pragma unroll
-        for (int j = 0; j < VPL; ++j)
-          if (!NO_COMPUTE && cbase + j * 256 < K) d = dot8(wrow[j * 32 + lane], xr + j * 8, d);
-        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
-        if (lane == 0) acc[lr * WPR + slice] = k0 == 0 ? d : acc[lr * WPR + slice] + d;
+      for (int j = 0; j < KS; ++j) {  // all loads first, then the MMAs
+        const int col = k0 + (warp * KS + j) * 16;
+        b[j] = make_uint2(0u, 0u);
+        if (!NO_COMPUTE && col < K) {  // warp-uniform
+          ldsm4(abase + j * 32, a[j]);
+          if (lane < 12) b[j] = *(const uint2*)(xb + (col >> 4) * XB + lane * 2);
+        }
       }
+#pragma unroll
+      for (int j = 0; j < KS; ++j)
+        if (!NO_COMPUTE && k0 + (warp * KS + j) * 16 < K) mma(d + (j & 1) * 4, a[j], b[j].x, b[j].y);
       __syncwarp();
-      STAMP(100 * phase + 4, acc[0]);
       if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
+      STAMP(100 * phase + 4, d[0]);
+    }
+    // lane 4i holds MMA columns 0-1 (hi, mid) of rows g + i and g + i + 8, lane 4i + 1 column 2 (lo)
+    const float c0 = d[0] + d[4], c2 = d[2] + d[6];
+    const float t0 = __shfl_down_sync(0xffffffffu, c0, 1), t2 = __shfl_down_sync(0xffffffffu, c2, 1);
+    if ((lane & 3) == 0) {
+      const int r = g + (lane >> 2);
+      if (r < nr) acc[r * NWARP + warp] = (d[0] + d[1]) + (d[4] + d[5]) + t0;
+      if (r + 8 < nr) acc[(r + 8) * NWARP + warp] = (d[2] + d[3]) + (d[6] + d[7]) + t2;
     }
   }
   consumers_sync();
   for (int r = tid; r < nu; r += NCONSUMER) {
-    float y = 0.f;
-#pragma unroll
-    for (int i = 0; i < WPR; ++i) y += acc[r * WPR + i];
+    const float4 p = *(const float4*)(acc + r * NWARP), q = *(const float4*)(acc + r * NWARP + 4);
+    const float y = ((p.x + p.y) + (p.z + p.w)) + ((q.x + q.y) + (q.z + q.w));
     if (MODE == 0) {
-      y *= rstd;
-      if (BIAS_KIND >= 0) y += r == tid ? bias0 : any_f32<BIAS_KIND>(ph.bias, u0 + r);
-      ph.out[u0 + r] = y;
+      float o = y * rstd;
+      if (BIAS_KIND >= 0) o += r == tid ? bias0 : any_f32<BIAS_KIND>(ph.bias, u0 + r);
+      ph.out[u0 + r] = o;
     } else if (MODE == 1) {
-      ph.out[u0 + r] = __ldcg(ph.out + u0 + r) + y;
+      ph.out[u0 + r] = (r == tid ? res0 : __ldcg(ph.out + u0 + r)) + y;
     } else {
-      float u = 0.f;
-#pragma unroll
-      for (int i = 0; i < WPR; ++i) u += acc[(nu + r) * WPR + i];
+      const float4 e = *(const float4*)(acc + (nu + r) * NWARP), f = *(const float4*)(acc + (nu + r) * NWARP + 4);
+      const float u = ((e.x + e.y) + (e.z + e.w)) + ((f.x + f.y) + (f.z + f.w));
       const float gt = y * rstd;
       ph.out[u0 + r] = gt / (1.f + __expf(-gt)) * (u * rstd);
     }
@@ -272,8 +331,8 @@ extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(cons
   __shared__ __align__(8) u64 full[NS], empty[NS];
   __shared__ float red[NWARP];
   extern __shared__ __align__(128) unsigned char ring[];
-  float* acc = (float*)(ring + (size_t)NS * STAGE);  // [SUMS] row sums
-  float* xs = acc + SUMS;                              // [max K] the activation of the current phase
+  float* acc = (float*)(ring + (size_t)NS * STAGE);  // [SUMS] partial row sums, NWARP per row
+  u32* xb = (u32*)(acc + SUMS);                      // [max K * XB / 16] the current activation, as MMA fragments
   const int tid = threadIdx.x;
   if (tid == 0) {
     for (int i = 0; i < NS; ++i) { mbar_init(smem_u32(&full[i]), 1); mbar_init(smem_u32(&empty[i]), NWARP); }
@@ -326,14 +385,12 @@ class Op:
         return self.w.shape[0] // MODES[self.mode][2]
 
 
-def geometry(k: int) -> tuple[int, int]:
-    """(WPR, VPL) for rows of k weights: WPR warps share a row, VPL 16-byte vectors per lane; the
-    fewest warps per row whose chunk (WPR * VPL * 256 columns) holds the row, else 8 warps x 6."""
-    v = -(-k // 256)
-    for wpr in (1, 2, 4, 8):
-        if -(-v // wpr) <= MAX_VPL:
-            return wpr, -(-v // wpr)
-    return NWARP, MAX_VPL
+def chunk(k: int, cap: int = MAX_KC) -> int:
+    """Columns per ring slot for rows of k weights: a multiple of 128 (16 per consumer warp), at most
+    `cap`; rows longer than that take several slots of about equal width (no narrow tail: a bulk
+    copy's cost grows with their number more than with their size)."""
+    n = -(-k // cap)
+    return -(-(-(-k // n)) // 128) * 128
 
 
 def plan(ops: list[Op] | tuple, sms: int) -> dict:
@@ -341,34 +398,37 @@ def plan(ops: list[Op] | tuple, sms: int) -> dict:
     ops: Op or (mode, units, K) tuples."""
     shapes = [(o.mode, o.units, o.w.shape[1]) if isinstance(o, Op) else o for o in ops]
     grid = max(1, min(sms, min(u for _, u, _ in shapes)))  # one CTA per SM
-    sums = max(MODES[m][2] * -(-u // grid) * geometry(k)[0] for m, u, k in shapes)  # row sums, floats
-    sums = -(-sums // 4) * 4  # keeps the activation after them 16-byte aligned
-    fixed = 4 * (sums + max(k for _, _, k in shapes))  # + the activation
-    stages = max(2, min(8, (SMEM_BUDGET - fixed) // STAGE))
-    return {"grid": grid, "stages": stages, "smem": stages * STAGE + fixed, "sums": sums}
+    sums = max(-(-MODES[m][2] * -(-u // grid) // MT) * MT * NWARP for m, u, _ in shapes)  # partial sums, floats
+    fixed = 4 * (sums + max(k for _, _, k in shapes) * 3 // 2)  # + the activation as MMA fragments
+    cap = MAX_KC  # the widest slots (fewest, biggest bulk copies) of which two fit the budget
+    while cap > 128 and fixed + 2 * MT * (max(chunk(k, cap) for _, _, k in shapes) * 2 + ROW_PAD) > SMEM_BUDGET:
+        cap -= 128
+    kc = max(chunk(k, cap) for _, _, k in shapes)
+    stage = MT * (kc * 2 + ROW_PAD)  # bytes of a ring slot (48.25 KB for K = 1536)
+    stages = max(2, min(8, (SMEM_BUDGET - fixed) // stage))
+    return {"grid": grid, "stages": stages, "smem": stages * stage + fixed, "sums": sums, "kc": kc}
 
 
 def supported(w: torch.Tensor) -> bool:
     """Whether these kernels take weight `w` ([rows, K]) on its device."""
     return (w.dim() == 2 and w.dtype in (torch.bfloat16, torch.float16) and w.is_contiguous()
-            and w.shape[1] % 8 == 0 and w.data_ptr() % 16 == 0 and w.device.type == "cuda"
+            and w.shape[1] % 16 == 0 and w.data_ptr() % 16 == 0 and w.device.type == "cuda"
             and _cuda_rtc.available(w.device))
 
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, phases: tuple, w_half: bool, stages: int, sums: int, smem: int,
-            carveout: int | None, probe: tuple = ()):
+            carveout: int | None, layout: tuple, probe: tuple = ()):
     """phases: ((mode, norm_kind, bias_kind, K), ...) with kinds -1 for none."""
     produce, consume = [], []
     for i, (mode, norm_kind, bias_kind, k) in enumerate(phases):
-        wpr, vpl = geometry(k)
-        m = MODES[mode][0]
-        produce.append(f"produce<{m}, {wpr}, {vpl}>(prm.p[{i}], s, ring, full, empty);")
-        consume.append(f"consume<{m}, {wpr}, {vpl}, {norm_kind}, {bias_kind}>(prm.p[{i}], s, ring, full, empty, "
-                       f"acc, xs, red, prm.eps, {i}, prm.sync, {i}u * gridDim.x, trace, tn);")
+        m, kc = MODES[mode][0], chunk(k, layout[0])
+        produce.append(f"produce<{m}, {kc}>(prm.p[{i}], s, ring, full, empty);")
+        consume.append(f"consume<{m}, {kc}, {norm_kind}, {bias_kind}>(prm.p[{i}], s, ring, full, empty, "
+                       f"acc, xb, red, prm.eps, {i}, prm.sync, {i}u * gridDim.x, trace, tn);")
     name = MODES[phases[0][0]][1] if len(phases) == 1 else "stream_gemv_chain"
-    defines = {**PROBE_DEFINES, "KERNEL_NAME": name, "W_HALF": int(w_half), "MAX_VPL": MAX_VPL, "NS": stages,
-               "SUMS": sums, "MAXP": MAX_PHASES, "NPH": len(phases),
+    defines = {**PROBE_DEFINES, "KERNEL_NAME": name, "W_HALF": int(w_half), "SLOT_KC": layout[0],
+               "ROW_PAD": layout[1], "NS": stages, "SUMS": sums, "MAXP": MAX_PHASES, "NPH": len(phases),
                "PRODUCE": " ".join(produce), "CONSUME": " ".join(consume)}
     src = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE
     major, minor = torch.cuda.get_device_capability(device_index)
@@ -384,7 +444,7 @@ def _sms(device_index: int) -> int:
 def _check(op: Op) -> None:
     n, k = op.w.shape
     assert op.mode in MODES, f"unknown mode {op.mode!r}"
-    assert supported(op.w), "stream_gemv needs contiguous bf16/fp16 weights, K % 8 == 0, a Hopper GPU with NVRTC"
+    assert supported(op.w), "stream_gemv needs contiguous bf16/fp16 weights, K % 16 == 0, a Hopper GPU with NVRTC"
     assert n % MODES[op.mode][2] == 0, "gate_up must have an even number of rows"
     check_vec(op.act, k, "act")
     check_vec(op.out, op.units, "out")
@@ -415,7 +475,7 @@ def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1
     sig = tuple((op.mode, -1 if op.norm_w is None else _KIND[op.norm_w.dtype],
                  -1 if op.bias is None else _KIND[op.bias.dtype], op.w.shape[1]) for op in ops)
     kern = _kernel(dev, sig, w_dtype == torch.float16, p["stages"], p["sums"], p["smem"], CARVEOUT,
-                   tuple(PROBE_DEFINES.values()))
+                   (p["kc"], ROW_PAD), tuple(PROBE_DEFINES.values()))
     prm = _Params()
     for i, op in enumerate(ops):
         prm.p[i] = _Phase(op.w.data_ptr(), op.act.data_ptr(), op.norm_w.data_ptr() if op.norm_w is not None else 0,

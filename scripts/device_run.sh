@@ -3,8 +3,9 @@
 # Usage (from the repo root on the device): bash scripts/device_run.sh [quick|tests|bench|all|sweep|attention|gemv]
 # (sweep: the in-step GEMV config sweep of kernels/sweep_gemv.py for each shape, ~1 min each;
 #  attention: the CUDA cluster attention's GPU tests, then the step with it vs the Triton kernel;
-#  gemv: the experimental CUDA GEMV chains: their GPU tests, the fast-path tests, the step with
-#  them vs the Triton GEMVs, and the per-op / traced probe of scripts/probe_stream_gemv.py)
+#  gemv: the CUDA GEMVs of kernels/stream_gemv.py: their GPU tests, the engine test against the
+#  Triton GEMVs, the per-op / traced probe of scripts/probe_stream_gemv.py, then the step with
+#  each use_gemv mode)
 # Logs go to $OUT (or ./out); a short summary table is printed last.
 set -uo pipefail
 OUT=${OUT:-out}; mkdir -p "$OUT"
@@ -42,9 +43,9 @@ if [[ $what == attention ]]; then
 fi
 if [[ $what == gemv ]]; then
   step stream-tests timeout 300 python3 -m pytest -m gpu tests/kernels/test_stream_gemv.py -x -q -p no:cacheprovider -o addopts=""
-  step inference-gpu-tests timeout 400 python3 -m pytest -m gpu tests/inference -x -q -p no:cacheprovider -o addopts=""
-  step ab-gemv timeout 400 python3 scripts/probe_step_mix.py
+  step engine-gemv-tests timeout 300 python3 -m pytest -m gpu tests/inference/test_fast_path.py -k gemv -x -q -p no:cacheprovider -o addopts=""
   step probe-gemv timeout 300 python3 scripts/probe_stream_gemv.py
+  step ab-gemv timeout 400 python3 scripts/probe_step_mix.py
 fi
 if [[ $what == sweep ]]; then
   for shape in qwen2.5-coder-1.5b qwen3-1.7b qwen2.5-coder-3b; do

@@ -1,7 +1,9 @@
-"""The greedy decode step with the Triton GEMVs or the chained CUDA ones (kernels.stream_gemv) at
-several shared-memory ring budgets (GPU only):
+"""The greedy decode step with each GEMV mode of FastRunner.use_gemv (Triton; kernels.stream_gemv
+for gate/up only; stream_gemv chains for all four), optionally at other shared-memory ring budgets
+("MODE KB") (GPU only):
 
-    PYTHONPATH=.:scripts python scripts/probe_step_mix.py [--shapes a,b] [--context 512] [--budgets 150,120]
+    PYTHONPATH=.:scripts python scripts/probe_step_mix.py [--shapes a,b] [--context 512] \
+        [--variants "triton,gate_up,gate_up 200,cuda"]
 
 Each variant: the step's CUDA graph captured with those kernels, replayed back to back (us per
 step, median of 3 rounds, variants alternating). Prints a table last.
@@ -16,12 +18,14 @@ from _probe_engine import greedy_graph, random_engine, replay_us
 from kernels import stream_gemv as sg
 
 
+BUDGET = sg.SMEM_BUDGET
+
+
 def use(runner, variant: str) -> None:
-    if variant == "triton":
-        runner.use_gemv("triton")
-        return
-    runner.use_gemv("cuda")
-    sg.SMEM_BUDGET = int(variant) * 1024  # the plan is made at capture time
+    """variant: a use_gemv mode, optionally followed by a ring budget in KB."""
+    mode, _, kb = variant.partition(" ")
+    sg.SMEM_BUDGET = int(kb) * 1024 if kb else BUDGET  # the plan is made at capture time
+    runner.use_gemv(mode)
 
 
 def main():
@@ -29,9 +33,9 @@ def main():
     ap.add_argument("--shapes", default="qwen2.5-coder-1.5b,qwen3-1.7b,qwen2.5-coder-3b")
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--replays", type=int, default=100)
-    ap.add_argument("--budgets", default="150,120,200")
+    ap.add_argument("--variants", default="triton,gate_up,cuda")
     args = ap.parse_args()
-    variants = ["triton"] + args.budgets.split(",")
+    variants = args.variants.split(",")
     rows = []
     for shape in args.shapes.split(","):
         with tempfile.TemporaryDirectory() as tmp:
@@ -47,7 +51,7 @@ def main():
                 print(f"{shape} [{v}]: {med:.1f} us/step {[round(t, 1) for t in times[v]]}", flush=True)
             del engine
             torch.cuda.empty_cache()
-    print("\n| shape | GEMVs (CUDA: ring budget KB) | us/step | tok/s |")
+    print("\n| shape | GEMVs (use_gemv mode, ring budget KB) | us/step | tok/s |")
     print("|---|---|---:|---:|")
     for shape, v, med in rows:
         print(f"| {shape} | {v} | {med:.1f} | {1e6 / med:.0f} |")

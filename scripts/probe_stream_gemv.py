@@ -6,7 +6,8 @@ Qwen2.5-Coder-1.5B layers without attention, `layers` of them back to back in on
 distinct weights (never in L2): the Triton GEMVs (4 launches per layer), the CUDA chain (o_proj +
 gate/up + down + next QKV in one launch), and the chain with parts switched off to see their cost
 (no dot products, no grid barriers: wrong results, timing only), at several ring budgets; then
-each op alone as a one-op launch. us per layer (or launch) and GB/s of weights; a table last.
+each op alone as a one-op launch, and gate/up alone with narrower ring slots (smaller bulk copies).
+us per layer (or launch) and GB/s of weights; a table last.
 """
 import argparse
 
@@ -22,8 +23,8 @@ H, I, QKV = 1536, 8960, 2048
 BF = torch.bfloat16
 
 
-EVENTS = {0: "phase start (wait / grid barrier passed)", 1: "activation in shared memory", 2: "x in registers",
-          3: "stage landed", 4: "stage done", 5: "outputs written"}
+EVENTS = {0: "phase start (wait / grid barrier passed)", 1: "activation in shared memory", 3: "stage landed",
+          4: "stage done", 5: "outputs written"}
 
 
 def trace_layers(layers, attn, x, h, qkv, sync):
@@ -100,7 +101,13 @@ def main():
            "gate_up": lambda L: sg.Op("gate_up", L["gu"], x, h, L["nw"]),
            "down": lambda L: sg.Op("residual", L["down"], h, x),
            "qkv": lambda L: sg.Op("rmsnorm_gemv", L["qkv"], x, qkv, L["nw"], L["bias"])}
-    cases = [("triton layer", triton_layers, {}, 150, nbytes)]
+
+    def triton_gate_up():
+        for L in layers:
+            rmsnorm_gate_up_silu(x, L["nw"], 1e-6, L["gu"], h, pdl=True)
+
+    cases = [("triton layer", triton_layers, {}, 150, nbytes),
+             ("triton gate_up alone", triton_gate_up, {}, 150, layers[0]["gu"].numel() * 2)]
     for budget in (150, 200, 100):
         cases.append((f"chain {budget}K", chain_layers, {}, budget, nbytes))
     cases += [("chain 150K no-compute", chain_layers, {"NO_COMPUTE": 1}, 150, nbytes),
@@ -109,8 +116,16 @@ def main():
     for name, op in ops.items():
         cases.append((f"{name} alone 150K", one_op(op), {}, 150, op(layers[0]).w.numel() * 2))
         cases.append((f"{name} alone 150K no-compute", one_op(op), {"NO_COMPUTE": 1}, 150, op(layers[0]).w.numel() * 2))
+    # slot width = bytes per bulk copy (one row's K chunk): gate/up alone with narrower slots
+    for kc in (384, 768):
+        for probe, label in (({}, ""), ({"NO_COMPUTE": 1}, " no-compute")):
+            cases.append((f"gate_up alone, {kc}-col slots{label}", one_op(ops["gate_up"]), {**probe, "MAX_KC": kc},
+                          150, layers[0]["gu"].numel() * 2))
     rows = []
+    default_kc = sg.MAX_KC
     for name, fn, probe, budget, nb in cases:
+        probe = dict(probe)
+        sg.MAX_KC = probe.pop("MAX_KC", default_kc)
         sg.PROBE_DEFINES.update({"NO_COMPUTE": 0, "NO_BARRIER": 0, **probe})
         sg.SMEM_BUDGET = budget * 1024
         fn()
@@ -121,6 +136,7 @@ def main():
         us = bench(g.replay, rep_ms=100) / n
         rows.append((name, us, nb / us / 1e3))
         print(f"{name:30s} {us:8.2f} us  {nb / us / 1e3:7.0f} GB/s", flush=True)
+    sg.MAX_KC = default_kc
     trace_layers(layers, attn, x, h, qkv, sync)
     print("\n| variant | us per layer / launch | GB/s |")
     print("|---|---:|---:|")

@@ -17,8 +17,9 @@ ring slot (a CPU tensor, valid once the step's work is done), so the engine need
 device-to-host copy per token. x holds the input embedding between steps (start() writes it for
 the first step); the residual stream stays in float32 (a few KB).
 
-With use_gemv("cuda") (experimental, slower today) the four GEMVs become two launches per layer:
-attention, then o_proj + gate/up + down + the next layer's QKV in one kernels.stream_gemv chain.
+use_gemv("gate_up") runs gate/up with kernels.stream_gemv (CUDA C, weights streamed through shared
+memory); use_gemv("cuda") all four GEMVs, as two launches per layer: attention, then o_proj +
+gate/up + down + the next layer's QKV in one stream_gemv chain.
 
 Prefill (`PrefillModel`) uses cuBLAS GEMMs and SDPA on the same static KV cache. One graph is
 captured per sampler mode (greedy, or the sampling variant a request needs), lazily.
@@ -106,17 +107,18 @@ class FastRunner(Runner):
 
     def use_gemv(self, mode: str = "auto") -> str:
         """Which kernels the layers' GEMVs (QKV, o_proj, gate/up, down) use: "triton" (one launch per
-        GEMV, any GPU; what "auto" picks) or "cuda", experimental and slower today (kernels/PERF.md,
-        sixth session): kernels.stream_gemv, o_proj + gate/up + down + the next layer's QKV in ONE
-        launch whose weights stream through shared memory (Hopper, NVRTC, bf16/fp16 weights).
-        INFERENCE_GEMV sets the mode at construction. Drops captured graphs; returns the kind used."""
-        if mode not in ("auto", "cuda", "triton"):
-            raise ValueError(f"GEMV kernels must be auto, cuda or triton, not {mode!r}")
-        if mode == "cuda" and not all(stream.supported(t) for layer in self.w.layers
-                                      for t in (layer.qkv, layer.o, layer.gate_up, layer.down)):
-            raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with a hidden size that is a multiple "
-                             "of 8 and a GPU of compute capability >= 9.0 with NVRTC")
-        self.gemv_kind = "cuda" if mode == "cuda" else "triton"
+        GEMV, any GPU; what "auto" picks); "gate_up": kernels.stream_gemv for gate/up (weights
+        streamed through shared memory, tensor-core dots; Hopper, NVRTC, bf16/fp16 weights), Triton
+        for the rest; "cuda": stream_gemv for all four, o_proj + gate/up + down + the next layer's QKV
+        in ONE launch. INFERENCE_GEMV sets the mode at construction. Drops captured graphs; returns
+        the kind used."""
+        if mode not in ("auto", "cuda", "gate_up", "triton"):
+            raise ValueError(f"GEMV kernels must be auto, cuda, gate_up or triton, not {mode!r}")
+        streamed = {"cuda": ("qkv", "o", "gate_up", "down"), "gate_up": ("gate_up",)}.get(mode, ())
+        if not all(stream.supported(getattr(layer, n)) for layer in self.w.layers for n in streamed):
+            raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with sizes that are multiples of 16 "
+                             "and a GPU of compute capability >= 9.0 with NVRTC")
+        self.gemv_kind = mode if streamed else "triton"
         self.sync = torch.zeros(2, dtype=torch.int32, device=self.device)  # the chains' grid barrier counters
         self.graphs = {}
         return self.gemv_kind
@@ -150,11 +152,12 @@ class FastRunner(Runner):
             self._layers_chained()
             return
         w, eps, pdl = self.w, self.cfg.rms_norm_eps, self.pdl
+        gate_up = stream.stream_gate_up_silu if self.gemv_kind == "gate_up" else rmsnorm_gate_up_silu
         for i, layer in enumerate(w.layers):
             rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
             self._attention(i)
             gemv_residual(self.attn, layer.o, self.x, pdl=pdl)
-            rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
+            gate_up(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
             gemv_residual(self.h, layer.down, self.x, pdl=pdl)
 
     def _layers_chained(self):
