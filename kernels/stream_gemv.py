@@ -187,12 +187,14 @@ __device__ __forceinline__ void produce(const Phase& ph, int& s, unsigned char* 
   }
 }
 
-// Activation elements k..k+3 (k % 4 == 0), times the norm weights, into the MMA B-fragment layout
+// Activation elements k..k+3 (k % 4 == 0), times the norm weights n, into the MMA B-fragment layout
 // (XB u32 per 16-column step): lanes 0-3 hold the 16-bit high parts (MMA column 0), lanes 4-7 the
 // middle parts (column 1), lanes 8-11 the rest (column 2), lane l as {x[2q], x[2q+1]},
-// {x[2q+8], x[2q+9]} with q = l % 4.
+// {x[2q+8], x[2q+9]} with q = l % 4. Returns the elements' sum of squares (for the RMSNorm).
 #define XB 24
-__device__ __forceinline__ void stage4(u32* xb, int k, float4 v) {
+__device__ __forceinline__ float stage4(u32* xb, int k, float4 v, float4 n) {
+  const float ssq = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  v.x *= n.x; v.y *= n.y; v.z *= n.z; v.w *= n.w;
   const int kk = k & 15, q = (kk & 7) >> 1, reg = kk >> 3;
   u32 h01, m01, l01, h23, m23, l23;
   split3(v.x, v.y, h01, m01, l01);
@@ -200,6 +202,7 @@ __device__ __forceinline__ void stage4(u32* xb, int k, float4 v) {
   u32* p = xb + (k >> 4) * XB + reg;
   p[q * 2] = h01; p[(q + 1) * 2] = h23; p[(4 + q) * 2] = m01; p[(5 + q) * 2] = m23;
   p[(8 + q) * 2] = l01; p[(9 + q) * 2] = l23;
+  return ssq;
 }
 template <int NORM_KIND> __device__ __forceinline__ float4 norm4(const void* nw, int k, int K) {
   float4 n = make_float4(1.f, 1.f, 1.f, 1.f);
@@ -245,20 +248,10 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
 #pragma unroll
   for (int i = 0; i < NPRE; ++i) {
     const int k = (tid + i * NCONSUMER) * 4;
-    if (k < K) {
-      float4 v = __ldcg((const float4*)(ph.act + k));
-      ssq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-      v.x *= nwp[i].x; v.y *= nwp[i].y; v.z *= nwp[i].z; v.w *= nwp[i].w;
-      stage4(xb, k, v);
-    }
+    if (k < K) ssq += stage4(xb, k, __ldcg((const float4*)(ph.act + k)), nwp[i]);
   }
-  for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4) {
-    float4 v = __ldcg((const float4*)(ph.act + k));
-    const float4 n = norm4<NORM_KIND>(ph.norm_w, k, K);
-    ssq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    v.x *= n.x; v.y *= n.y; v.z *= n.z; v.w *= n.w;
-    stage4(xb, k, v);
-  }
+  for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4)
+    ssq += stage4(xb, k, __ldcg((const float4*)(ph.act + k)), norm4<NORM_KIND>(ph.norm_w, k, K));
   if (NORM_KIND >= 0) {
     for (int o = 16; o > 0; o >>= 1) ssq += __shfl_xor_sync(0xffffffffu, ssq, o);
     if (lane == 0) red[warp] = ssq;

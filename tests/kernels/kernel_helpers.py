@@ -1,4 +1,5 @@
-"""Helpers for the kernel tests: error metric, poisoned outputs, seeded random inputs.
+"""Helpers for the kernel tests: error metric, poisoned outputs, seeded random inputs, graph capture,
+attention replays checked against the reference.
 
 Imported by the test modules as `kernel_helpers` (pytest puts this folder on sys.path).
 """
@@ -35,6 +36,21 @@ def captured(fn) -> torch.cuda.CUDAGraph:
     with torch.cuda.graph(graph):
         fn()
     return graph
+
+
+def check_attention_replays(graph, pos, positions, layers, outs, ws, scale) -> None:
+    """Replay `graph` (a decode-attention launch per layer of `layers`, (qkv, k, v, cos, sin, ...),
+    writing `outs`) at each position: every output within 1e-4 of decode_attention_ref, and the
+    workspace's tickets back at zero after each replay."""
+    from kernels.decode_attention import decode_attention_ref
+    for p in positions:
+        pos.fill_(p)
+        refs = [decode_attention_ref(qkv, p, k, v, cos, sin, scale)[0] for qkv, k, v, cos, sin, *_ in layers]
+        graph.replay()
+        torch.cuda.synchronize()
+        for out, ref in zip(outs, refs):
+            assert rel_err(out, ref) <= 1e-4, f"pos={p}"
+        assert not ws.tickets.any(), f"pos={p}: {ws.tickets.tolist()}"
 
 
 gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")

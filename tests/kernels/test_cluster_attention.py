@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from kernel_helpers import HAS_CUDA, captured, poisoned, randn, rel_err
+from kernel_helpers import check_attention_replays, HAS_CUDA, captured, poisoned, randn, rel_err
 
 from kernels import cluster_attention as ca
 from kernels.decode_attention import decode_attention_ref, rope_tables
@@ -102,12 +102,4 @@ def test_gpu_cuda_graph_replays_reset_the_tickets(gen):
         for (qkv, k, v, cos, sin, _, _), out in zip(layers, outs):
             ca.cluster_attention(qkv, pos, k, v, cos, sin, out, ws, d ** -0.5, pdl=True)
 
-    graph = captured(step)
-    for p in [0, 1, 100, 1023, 4095, 5999, 63, 2500]:
-        pos.fill_(p)
-        refs = [decode_attention_ref(qkv, p, k, v, cos, sin, d ** -0.5)[0] for qkv, k, v, cos, sin, _, _ in layers]
-        graph.replay()
-        torch.cuda.synchronize()
-        for out, ref in zip(outs, refs):
-            assert rel_err(out, ref) <= 1e-4, f"pos={p}"
-        assert not ws.tickets.any()
+    check_attention_replays(captured(step), pos, [0, 1, 100, 1023, 4095, 5999, 63, 2500], layers, outs, ws, d ** -0.5)

@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from kernel_helpers import DEVICE, captured, gpu, poisoned, randn, rel_err
+from kernel_helpers import check_attention_replays, DEVICE, captured, gpu, poisoned, randn, rel_err
 
 from kernels.decode_attention import (
     AttentionConfig,
@@ -187,12 +187,4 @@ def test_gpu_cuda_graph_replays_reset_the_tickets(pdl, gen):
         for (qkv, k, v, cos, sin, _, _), out in zip(layers, outs):
             decode_attention(qkv, pos, k, v, cos, sin, out, ws, d ** -0.5, pdl=pdl)
 
-    graph = captured(step)
-    for p in [0, 1, 100, 4095, 4999, 63, 2500]:
-        pos.fill_(p)
-        refs = [decode_attention_ref(qkv, p, k, v, cos, sin, d ** -0.5)[0] for qkv, k, v, cos, sin, _, _ in layers]
-        graph.replay()
-        torch.cuda.synchronize()
-        for out, ref in zip(outs, refs):
-            assert rel_err(out, ref) <= 1e-4, f"pos={p}"
-        assert not ws.tickets.any(), f"pos={p}: {ws.tickets.tolist()}"
+    check_attention_replays(captured(step), pos, [0, 1, 100, 4095, 4999, 63, 2500], layers, outs, ws, d ** -0.5)
