@@ -149,6 +149,21 @@ class CudaKernel:
             _check(drv.cuFuncSetAttribute(self.fn, _ATTR_NON_PORTABLE_CLUSTER, 1), "cuFuncSetAttribute(cluster)")
         self.smem, self.cluster = smem, cluster
 
+    def max_active_clusters(self, block: int) -> int:
+        """How many clusters of this kernel (at `block` threads) the GPU can hold at once: a grid that
+        needs all of its CTAs resident (they wait for each other) must not have more."""
+        attrs = (_LaunchAttr * 1)()
+        attrs[0].id = _LAUNCH_CLUSTER_DIMENSION
+        attrs[0].value.dim[0], attrs[0].value.dim[1], attrs[0].value.dim[2] = self.cluster, 1, 1
+        cfg = _LaunchConfig()
+        cfg.grid[0], cfg.grid[1], cfg.grid[2] = self.cluster, 1, 1
+        cfg.block[0], cfg.block[1], cfg.block[2] = block, 1, 1
+        cfg.smem, cfg.attrs, cfg.num_attrs = self.smem, attrs, 1
+        n = ctypes.c_int()
+        _check(_driver().cuOccupancyMaxActiveClusters(ctypes.byref(n), self.fn, ctypes.byref(cfg)),
+               "cuOccupancyMaxActiveClusters")
+        return n.value
+
     def launch(self, grid: tuple[int, int, int], block: int, args: list, *, pdl: bool = False, stream=None) -> None:
         attrs = (_LaunchAttr * 2)()
         n = 0

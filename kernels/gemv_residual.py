@@ -22,7 +22,7 @@ from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwar
 @triton.jit
 def _gemv_residual_kernel(
     a_ptr, w_ptr, x_ptr, N, K,
-    USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EARLY: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BLOCK_N]
@@ -34,6 +34,8 @@ def _gemv_residual_kernel(
     w = tl.load(w_rows + cols[None, :], mask=row_mask[:, None] & (cols[None, :] < K), other=0.0)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the activation is written by the previous kernel
+        if EARLY:
+            tl.extra.cuda.gdc_launch_dependents()
     a = tl.load(a_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
     acc = w.to(tl.float32) * a[None, :]  # [BLOCK_N, BLOCK_K]
     for k0 in range(BLOCK_K, K, BLOCK_K):
@@ -42,7 +44,7 @@ def _gemv_residual_kernel(
         w = tl.load(w_rows + k_offs[None, :], mask=row_mask[:, None] & k_mask[None, :], other=0.0)
         a = tl.load(a_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32)
         acc += w.to(tl.float32) * a[None, :]
-    if USE_PDL:
+    if USE_PDL and not EARLY:
         # Weights streamed: let the next kernel launch now so its prologue overlaps our tail.
         # (Not earlier: a kernel that triggers at its start lets a chain of waiting kernels pile up.)
         tl.extra.cuda.gdc_launch_dependents()
@@ -51,8 +53,11 @@ def _gemv_residual_kernel(
     tl.store(x_ptr + rows, y, mask=row_mask)
 
 
-def gemv_residual(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl: bool = False) -> torch.Tensor:
-    """x[N] += W[N, K] @ a[K], in place; returns x."""
+def gemv_residual(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl: bool = False,
+                  early: bool = False) -> torch.Tensor:
+    """x[N] += W[N, K] @ a[K], in place; returns x. early (with pdl): release the next kernel right
+    after the PDL wait instead of after the main loop (for a next kernel that streams its weights
+    before its own wait, kernels.stream_gemv)."""
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
     n, k = w.shape
     check_vec(a, k, "a")
@@ -61,7 +66,7 @@ def gemv_residual(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl: boo
     assert a.data_ptr() != x.data_ptr(), "a and x must be different buffers"
     cfg = gemv_config(n, k)
     _gemv_residual_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
-        a, w, x, n, k, USE_PDL=pdl, **cfg, **pdl_launch_kwargs(pdl, w.device))
+        a, w, x, n, k, USE_PDL=pdl, EARLY=early, **cfg, **pdl_launch_kwargs(pdl, w.device))
     return x
 
 

@@ -1,8 +1,9 @@
 """Batch-1 GEMVs in CUDA C whose weights stream through a shared-memory ring (TMA bulk copies),
-several GEMVs per launch. EXPERIMENTAL: correct, but not faster than the Triton kernels in the
-decode step (kernels/PERF.md, sixth and seventh sessions), so the runner uses it only on request
-(INFERENCE_GEMV=gate_up|cuda / FastRunner.use_gemv). Hopper (sm_90+) with NVRTC only; weights
-bf16/fp16 with K a multiple of 16.
+several GEMVs per launch. Hopper (sm_90+) with NVRTC only; weights bf16/fp16 with K a multiple of 16.
+The runner's "overlap" GEMVs (FastRunner.use_gemv; the default for hidden sizes <= 1536 at short
+context) run QKV and gate/up with it, with rings small enough (`budget`) to share an SM with the
+kernel before them, so their weights arrive while that kernel runs (kernels/PERF.md, eighth
+session); chains and stream_mlp are correct but not faster in the step (opt-in / probes only).
 
 The ops are those of the Triton kernels, with the same contracts and references:
     "rmsnorm_gemv"  out = W @ (rmsnorm(x) * norm_w) + bias    (kernels.rmsnorm_gemv; QKV)
@@ -10,7 +11,9 @@ The ops are those of the Triton kernels, with the same contracts and references:
     "gate_up"       out = silu(Wg @ n) * (Wu @ n)             (kernels.gate_up_silu)
 stream_chain([Op, ...]) runs up to MAX_PHASES of them in ONE launch (the runner: o_proj + gate/up +
 down + the next layer's QKV), with a grid barrier between two ops; stream_rmsnorm_gemv,
-stream_gemv_residual and stream_gate_up_silu are one-op launches.
+stream_gemv_residual and stream_gate_up_silu are one-op launches. stream_mlp is the whole MLP in one
+launch (gate/up, SiLU*up, then down_proj as a split-K over the CTA's own intermediate units with
+W_down stored transposed, partials added into x with atomics).
 
 The idea: weights do not depend on the previous op, so a producer warp per CTA copies them into a
 ring of shared-memory slots without a break, across the ops of the launch and from before the PDL
@@ -26,7 +29,9 @@ balanced contiguous range of units (rows; gate/up row pairs).
 Measured (H200, 1.5B shapes, kernels/PERF.md): one bulk copy per row and slot, so slots are as
 wide as the budget allows (copies of 0.75 / 1.5 / 3 KB stream gate/up at 1.8 / 2.8 / 4.0 TB/s);
 gate/up alone 15.4 us vs 16.7 for Triton, a chained layer 35.6 us vs 31.5 (down, the activation
-round trips and the grid barriers lose it); in the decode step level with Triton at best.
+round trips and the grid barriers lose it). In the decode step (eighth session): QKV (64 KB ring) +
+gate/up (120 KB) launched early 1099 -> 1068-1072 us on 1.5B; slower for hidden 2048 and beside the
+Triton attention; stream_mlp level (1073.5 with the same QKV).
 PROBE_DEFINES (NO_COMPUTE, NO_BARRIER, TRACE) are for scripts/probe_stream_gemv.py only.
 """
 
@@ -53,7 +58,8 @@ PROBE_DEFINES = {"NO_COMPUTE": 0, "NO_BARRIER": 0, "TRACE": 0}
 CARVEOUT = None  # the driver picks the L1 / shared split (100%, all shared: ~1% slower in the step with Triton kernels)
 # mode -> (MODE, kernel name of a one-op launch: what profilers show), rows per unit
 MODES = {"rmsnorm_gemv": (0, "stream_rmsnorm_gemv", 1), "residual": (1, "stream_gemv_residual", 1),
-         "gate_up": (2, "stream_gate_up_silu", 2)}
+         "gate_up": (2, "stream_gate_up_silu", 2), "down_t": (3, "stream_mlp", 1)}
+MLP_CLUSTER = 1  # CTAs per cluster of stream_mlp (> 1: they add their down_proj partials in shared memory first)
 _KIND = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
 _SOURCE = r"""
@@ -104,6 +110,16 @@ __device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u
                :: "r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
 }
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(NCONSUMER) : "memory"); }
+__device__ __forceinline__ void cluster_sync() {  // every thread of the cluster, the producer warp included
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
+__device__ __forceinline__ u32 cluster_rank() { u32 r; asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
+__device__ __forceinline__ float ld_peer(u32 local, u32 rank) {  // a float of CTA `rank`'s shared memory
+  u32 a; float v;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(local), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
+  return v;
+}
 __device__ __forceinline__ float h2f(u32 bits16) {
   float f; unsigned short h = (unsigned short)bits16; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
 }
@@ -223,7 +239,7 @@ template <int NORM_KIND> __device__ __forceinline__ float4 norm4(const void* nw,
 template <int MODE, int KC, int NORM_KIND, int BIAS_KIND>
 __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned char* ring, u64* full, u64* empty,
                                         float* acc, u32* xb, float* red, float eps, int phase, u32* sync, u32 target,
-                                        unsigned long long* trace, int& tn) {
+                                        unsigned long long* trace, int& tn, float* hs = nullptr) {
   constexpr int KS = KC / (16 * NWARP), NPRE = 2;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int u0, nu;
@@ -257,6 +273,10 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
     if (lane == 0) red[warp] = ssq;
   }
   consumers_sync();
+  if (hs != nullptr && tid == 0) {  // MLP: this CTA has read x; it may be updated once every CTA has
+    __threadfence();
+    atomicAdd(sync, 1u);
+  }
   float rstd = 1.f;
   if (NORM_KIND >= 0) {
     ssq = 0.f;
@@ -314,10 +334,87 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
       const float4 e = *(const float4*)(acc + (nu + r) * NWARP), f = *(const float4*)(acc + (nu + r) * NWARP + 4);
       const float u = ((e.x + e.y) + (e.z + e.w)) + ((f.x + f.y) + (f.z + f.w));
       const float gt = y * rstd;
-      ph.out[u0 + r] = gt / (1.f + __expf(-gt)) * (u * rstd);
+      const float hv = gt / (1.f + __expf(-gt)) * (u * rstd);
+      if (hs != nullptr) hs[r] = hv; else ph.out[u0 + r] = hv;
     }
   }
   STAMP(100 * phase + 5, 0.f);
+}
+
+// MLP, second phase (MODE 3): the CTA's slice of down_proj as an axpy over its own intermediate units
+// h[u] (shared memory, from the gate/up phase): part[n] = sum_u h[u] * Wt[u0 + u][n], Wt = W_down^T
+// ([I, H] rows in the ring, K = H <= SLOT_KC: one slot per 16-row tile). Thread t owns the column pairs
+// t, t + 256, ... (conflict-free shared loads); part (H floats) is left in shared memory for mlp_tail.
+template <int KC>
+__device__ __forceinline__ void consume_down_t(const Phase& ph, int& s, const unsigned char* ring, u64* full,
+                                               u64* empty, const float* hs, float* part) {
+  constexpr int NW = (KC / 2 + NCONSUMER - 1) / NCONSUMER;
+  const int tid = threadIdx.x, lane = tid & 31, KW = ph.K / 2;
+  int u0, nu;
+  unit_range(ph.units, u0, nu);
+  float a0[NW], a1[NW];
+#pragma unroll
+  for (int i = 0; i < NW; ++i) { a0[i] = 0.f; a1[i] = 0.f; }
+  for (int g = 0; g < nu; g += MT, ++s) {
+    const int buf = s % NS, rows = min(MT, nu - g);
+    mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
+    const unsigned char* slot = ring + (size_t)buf * STAGE;
+    for (int r = 0; r < rows; ++r) {
+      const float hv = hs[g + r];
+      const u32* row = (const u32*)(slot + (size_t)r * ROWB);
+#pragma unroll
+      for (int i = 0; i < NW; ++i) {
+        const int w = tid + i * NCONSUMER;
+        if (!NO_COMPUTE && w < KW) { const u32 v = row[w]; a0[i] += hv * lo16(v); a1[i] += hv * hi16(v); }
+      }
+    }
+    __syncwarp();
+    if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
+  }
+#pragma unroll
+  for (int i = 0; i < NW; ++i) {
+    const int w = tid + i * NCONSUMER;
+    if (w < KW) { part[2 * w] = a0[i]; part[2 * w + 1] = a1[i]; }
+  }
+}
+
+// MLP, last step (all threads of the CTA): the cluster adds its CTAs' partials through distributed shared
+// memory, each CTA a 1/CLUSTER slice of the columns, and adds that slice to the residual x with atomics
+// (once every CTA of the grid has read x: sync[0] counts them); the last CTA out resets the counters.
+// Every CTA of the grid must be resident (the Python side sizes the grid so).
+__device__ __forceinline__ void mlp_tail(const Params& prm, const float* part, bool consumer) {
+  if (CLUSTER > 1) cluster_sync();
+  if (consumer) {
+    const Phase& ph = prm.p[1];
+    const int tid = threadIdx.x;
+    if (tid == 0) {
+      u32 v;
+      do {
+        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(prm.sync) : "memory");
+      } while (v < gridDim.x);
+    }
+    consumers_sync();
+    if (CLUSTER == 1) {  // the whole partial, 4 columns per atomic (K % 16 == 0)
+      for (int c = tid * 4; c < ph.K; c += NCONSUMER * 4) {
+        const float4 v = *(const float4*)(part + c);
+        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
+                     :: "l"(ph.out + c), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
+      }
+    } else {
+      const int per = (ph.K + CLUSTER - 1) / CLUSTER, c0 = (int)cluster_rank() * per, c1 = min(ph.K, c0 + per);
+      for (int c = c0 + tid; c < c1; c += NCONSUMER) {
+        float v = 0.f;
+#pragma unroll
+        for (int p = 0; p < CLUSTER; ++p) v += ld_peer(smem_u32(part + c), p);
+        asm volatile("red.global.add.f32 [%0], %1;" :: "l"(ph.out + c), "f"(v) : "memory");
+      }
+    }
+  }
+  if (CLUSTER > 1) cluster_sync();  // the peers have read this CTA's partial
+  if (consumer && threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(prm.sync + 1, 1u) == gridDim.x - 1) { prm.sync[0] = 0; prm.sync[1] = 0; }
+  }
 }
 
 extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(const Params prm) {
@@ -326,6 +423,8 @@ extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(cons
   extern __shared__ __align__(128) unsigned char ring[];
   float* acc = (float*)(ring + (size_t)NS * STAGE);  // [SUMS] partial row sums, NWARP per row
   u32* xb = (u32*)(acc + SUMS);                      // [max K * XB / 16] the current activation, as MMA fragments
+  float* hs = (float*)(xb + XWORDS);                 // MLP: [units per CTA] h = silu(gate) * up
+  float* part = hs + HS;                             // MLP: [H] this CTA's down_proj partial
   const int tid = threadIdx.x;
   if (tid == 0) {
     for (int i = 0; i < NS; ++i) { mbar_init(smem_u32(&full[i]), 1); mbar_init(smem_u32(&empty[i]), NWARP); }
@@ -337,10 +436,16 @@ extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(cons
   STAMP(900, 0.f);
   if (tid >= NCONSUMER) {  // producer warp: weights do not depend on the previous kernel, so no PDL wait
     if (tid == NCONSUMER) { PRODUCE }
+#if MLP
+    __syncwarp();
+    mlp_tail(prm, part, false);
+#endif
     return;
   }
   CONSUME
-#if NPH > 1
+#if MLP
+  mlp_tail(prm, part, true);
+#elif NPH > 1
   consumers_sync();
   if (tid == 0) {  // the last CTA out resets the barrier counters for the next launch
     __threadfence();
@@ -386,20 +491,28 @@ def chunk(k: int, cap: int = MAX_KC) -> int:
     return -(-(-(-k // n)) // 128) * 128
 
 
-def plan(ops: list[Op] | tuple, sms: int) -> dict:
-    """Grid, ring stages and dynamic shared memory (bytes) of a launch running `ops` in order.
-    ops: Op or (mode, units, K) tuples."""
+def plan(ops: list[Op] | tuple, sms: int, budget: int | None = None, cluster: int = 1) -> dict:
+    """Grid, ring stages and dynamic shared memory (bytes, at most `budget`, default SMEM_BUDGET) of
+    a launch running `ops` in order. ops: Op or (mode, units, K) tuples. The grid is a multiple of
+    `cluster`."""
+    budget = budget or SMEM_BUDGET
     shapes = [(o.mode, o.units, o.w.shape[1]) if isinstance(o, Op) else o for o in ops]
     grid = max(1, min(sms, min(u for _, u, _ in shapes)))  # one CTA per SM
+    grid = max(cluster, grid // cluster * cluster)
     sums = max(-(-MODES[m][2] * -(-u // grid) // MT) * MT * NWARP for m, u, _ in shapes)  # partial sums, floats
-    fixed = 4 * (sums + max(k for _, _, k in shapes) * 3 // 2)  # + the activation as MMA fragments
+    xwords = max(k for _, _, k in shapes) * 3 // 2  # the activation as MMA fragments
+    hs = 0
+    if any(m == "down_t" for m, _, _ in shapes):  # stream_mlp: h and the down_proj partial
+        hs = -(-(-(-shapes[0][1] // grid)) // 4) * 4  # units per CTA, rounded up to 4
+    fixed = 4 * (sums + xwords + (hs + shapes[-1][2] if hs else 0))
     cap = MAX_KC  # the widest slots (fewest, biggest bulk copies) of which two fit the budget
-    while cap > 128 and fixed + 2 * MT * (max(chunk(k, cap) for _, _, k in shapes) * 2 + ROW_PAD) > SMEM_BUDGET:
+    while cap > 128 and fixed + 2 * MT * (max(chunk(k, cap) for _, _, k in shapes) * 2 + ROW_PAD) > budget:
         cap -= 128
     kc = max(chunk(k, cap) for _, _, k in shapes)
     stage = MT * (kc * 2 + ROW_PAD)  # bytes of a ring slot (48.25 KB for K = 1536)
-    stages = max(2, min(8, (SMEM_BUDGET - fixed) // stage))
-    return {"grid": grid, "stages": stages, "smem": stages * stage + fixed, "sums": sums, "kc": kc}
+    stages = max(2, min(8, (budget - fixed) // stage))
+    return {"grid": grid, "stages": stages, "smem": stages * stage + fixed, "sums": sums, "kc": kc, "xwords": xwords,
+            "hs": hs}
 
 
 def supported(w: torch.Tensor) -> bool:
@@ -410,23 +523,35 @@ def supported(w: torch.Tensor) -> bool:
 
 
 @lru_cache(maxsize=None)
-def _kernel(device_index: int, phases: tuple, w_half: bool, stages: int, sums: int, smem: int,
-            carveout: int | None, layout: tuple, probe: tuple = ()):
-    """phases: ((mode, norm_kind, bias_kind, K), ...) with kinds -1 for none."""
+def source(phases: tuple, w_half: bool, stages: int, sums: int, layout: tuple, cluster: int = 1,
+           xwords: int = 0, hs: int = 0) -> tuple[str, str]:
+    """(CUDA source, kernel name) for phases ((mode, norm_kind, bias_kind, K), ...), kinds -1 for none."""
     produce, consume = [], []
+    mlp = any(mode == "down_t" for mode, *_ in phases)
     for i, (mode, norm_kind, bias_kind, k) in enumerate(phases):
         m, kc = MODES[mode][0], chunk(k, layout[0])
         produce.append(f"produce<{m}, {kc}>(prm.p[{i}], s, ring, full, empty);")
-        consume.append(f"consume<{m}, {kc}, {norm_kind}, {bias_kind}>(prm.p[{i}], s, ring, full, empty, "
-                       f"acc, xb, red, prm.eps, {i}, prm.sync, {i}u * gridDim.x, trace, tn);")
-    name = MODES[phases[0][0]][1] if len(phases) == 1 else "stream_gemv_chain"
+        if mode == "down_t":
+            consume.append(f"consumers_sync(); consume_down_t<{kc}>(prm.p[{i}], s, ring, full, empty, hs, part);")
+        else:
+            consume.append(f"consume<{m}, {kc}, {norm_kind}, {bias_kind}>(prm.p[{i}], s, ring, full, empty, "
+                           f"acc, xb, red, prm.eps, {i}, prm.sync, {i}u * gridDim.x, trace, tn"
+                           f"{', hs' if mlp else ''});")
+    name = MODES["down_t"][1] if mlp else MODES[phases[0][0]][1] if len(phases) == 1 else "stream_gemv_chain"
     defines = {**PROBE_DEFINES, "KERNEL_NAME": name, "W_HALF": int(w_half), "SLOT_KC": layout[0],
                "ROW_PAD": layout[1], "NS": stages, "SUMS": sums, "MAXP": MAX_PHASES, "NPH": len(phases),
+               "MLP": int(mlp), "CLUSTER": cluster, "XWORDS": xwords, "HS": hs,
                "PRODUCE": " ".join(produce), "CONSUME": " ".join(consume)}
-    src = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE
+    return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE, name
+
+
+@lru_cache(maxsize=None)
+def _kernel(device_index: int, phases: tuple, w_half: bool, stages: int, sums: int, smem: int,
+            carveout: int | None, layout: tuple, probe: tuple = (), cluster: int = 1, xwords: int = 0, hs: int = 0):
+    src, name = source(phases, w_half, stages, sums, layout, cluster, xwords, hs)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
-    return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem, 1, carveout)
+    return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem, cluster, carveout)
 
 
 @lru_cache(maxsize=None)
@@ -451,11 +576,12 @@ def _check(op: Op) -> None:
 
 
 def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1e-6, *, pdl: bool = False,
-                 trace: torch.Tensor | None = None) -> None:
+                 trace: torch.Tensor | None = None, budget: int | None = None) -> None:
     """Run `ops` (1 to MAX_PHASES GEMVs, same weight dtype) in order in ONE launch: the weights of
     all of them stream through the shared-memory ring without a break; between two ops every CTA
     waits at a grid barrier (counters in `sync`, int32 [2] zeros, needed for more than one op; they
-    are back at zero after the launch)."""
+    are back at zero after the launch). budget: shared memory per CTA in bytes (default SMEM_BUDGET;
+    less lets the CTAs share an SM with the neighbouring kernels')."""
     assert 1 <= len(ops) <= MAX_PHASES, f"1 to {MAX_PHASES} ops per launch"
     for op in ops:
         _check(op)
@@ -464,11 +590,11 @@ def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1
     if len(ops) > 1:
         assert sync is not None and sync.dtype == torch.int32 and sync.numel() >= 2, "a chain needs sync counters"
     dev = ops[0].w.device.index if ops[0].w.device.index is not None else torch.cuda.current_device()
-    p = plan(ops, _sms(dev))
+    p = plan(ops, _sms(dev), budget)
     sig = tuple((op.mode, -1 if op.norm_w is None else _KIND[op.norm_w.dtype],
                  -1 if op.bias is None else _KIND[op.bias.dtype], op.w.shape[1]) for op in ops)
     kern = _kernel(dev, sig, w_dtype == torch.float16, p["stages"], p["sums"], p["smem"], CARVEOUT,
-                   (p["kc"], ROW_PAD), tuple(PROBE_DEFINES.values()))
+                   (p["kc"], ROW_PAD), tuple(PROBE_DEFINES.values()), 1, p["xwords"])
     prm = _Params()
     for i, op in enumerate(ops):
         prm.p[i] = _Phase(op.w.data_ptr(), op.act.data_ptr(), op.norm_w.data_ptr() if op.norm_w is not None else 0,
@@ -480,19 +606,57 @@ def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1
     kern.launch((p["grid"], 1, 1), THREADS, [prm], pdl=pdl)
 
 
-def stream_rmsnorm_gemv(x, w, out, norm_w=None, eps: float = 1e-6, bias=None, *, pdl: bool = False):
+def stream_rmsnorm_gemv(x, w, out, norm_w=None, eps: float = 1e-6, bias=None, *, pdl: bool = False,
+                        budget: int | None = None):
     """Same contract as kernels.rmsnorm_gemv.rmsnorm_gemv (reference: rmsnorm_gemv_ref)."""
-    stream_chain([Op("rmsnorm_gemv", w, x, out, norm_w, bias)], eps=eps, pdl=pdl)
+    stream_chain([Op("rmsnorm_gemv", w, x, out, norm_w, bias)], eps=eps, pdl=pdl, budget=budget)
     return out
 
 
-def stream_gemv_residual(a, w, x, *, pdl: bool = False):
+def stream_gemv_residual(a, w, x, *, pdl: bool = False, budget: int | None = None):
     """Same contract as kernels.gemv_residual.gemv_residual (reference: gemv_residual_ref)."""
-    stream_chain([Op("residual", w, a, x)], pdl=pdl)
+    stream_chain([Op("residual", w, a, x)], pdl=pdl, budget=budget)
     return x
 
 
-def stream_gate_up_silu(x, norm_w, eps: float, w_gate_up, out, *, pdl: bool = False):
+def stream_gate_up_silu(x, norm_w, eps: float, w_gate_up, out, *, pdl: bool = False, budget: int | None = None):
     """Same contract as kernels.gate_up_silu.rmsnorm_gate_up_silu (reference: rmsnorm_gate_up_silu_ref)."""
-    stream_chain([Op("gate_up", w_gate_up, x, out, norm_w)], eps=eps, pdl=pdl)
+    stream_chain([Op("gate_up", w_gate_up, x, out, norm_w)], eps=eps, pdl=pdl, budget=budget)
     return out
+
+
+def stream_mlp(x, norm_w, eps: float, w_gate_up, w_down_t, sync, *, pdl: bool = False, budget: int | None = None,
+               cluster: int = MLP_CLUSTER):
+    """The whole MLP in ONE launch: x += W_down @ (silu(Wg @ n) * (Wu @ n)), n = rmsnorm(x) * norm_w.
+    w_gate_up: [2I, H] (gate rows, then up rows); w_down_t: W_down transposed, contiguous [I, H] (H <=
+    MAX_KC). Each CTA streams the gate, up and down rows of its own intermediate units, keeps h in shared
+    memory and adds its down_proj partial into x with its cluster (no grid barrier, no h round trip).
+    sync: int32 [2] zeros (back at zero after the launch). The atomic adds make x's last bits depend on
+    their order (~1e-7 relative). References: rmsnorm_gate_up_silu_ref + gemv_residual_ref."""
+    i2, h = w_gate_up.shape
+    assert i2 % 2 == 0 and tuple(w_down_t.shape) == (i2 // 2, h), "w_down_t must be [I, H] for w_gate_up [2I, H]"
+    assert supported(w_gate_up) and supported(w_down_t) and w_down_t.dtype == w_gate_up.dtype, \
+        "stream_mlp needs contiguous bf16/fp16 weights of one dtype, H % 16 == 0, a Hopper GPU with NVRTC"
+    assert h <= MAX_KC, f"stream_mlp needs H <= {MAX_KC}"
+    check_vec(x, h, "x")
+    check_vec(norm_w, h, "norm_w", tuple(_KIND))
+    assert x.data_ptr() % 16 == 0, "x must be 16-byte aligned"
+    assert sync is not None and sync.dtype == torch.int32 and sync.numel() >= 2, "stream_mlp needs sync counters"
+    dev = x.device.index if x.device.index is not None else torch.cuda.current_device()
+    ops, sig = [("gate_up", i2 // 2, h), ("down_t", i2 // 2, h)], (("gate_up", _KIND[norm_w.dtype], -1, h),
+                                                                  ("down_t", -1, -1, h))
+    sms = _sms(dev)
+    while True:  # all CTAs must be resident at once: at most as many clusters as the GPU holds
+        p = plan(ops, sms, budget, cluster)
+        kern = _kernel(dev, sig, w_gate_up.dtype == torch.float16, p["stages"], p["sums"], p["smem"], CARVEOUT,
+                       (p["kc"], ROW_PAD), tuple(PROBE_DEFINES.values()), cluster, p["xwords"], p["hs"])
+        fit = kern.max_active_clusters(THREADS) * cluster if cluster > 1 else sms
+        if p["grid"] <= fit:
+            break
+        sms = fit
+    prm = _Params()
+    prm.p[0] = _Phase(w_gate_up.data_ptr(), x.data_ptr(), norm_w.data_ptr(), 0, 0, i2 // 2, h, 0, 0)
+    prm.p[1] = _Phase(w_down_t.data_ptr(), 0, 0, 0, x.data_ptr(), i2 // 2, h, 0, 0)
+    prm.sync, prm.trace, prm.eps = sync.data_ptr(), 0, eps
+    kern.launch((p["grid"], 1, 1), THREADS, [prm], pdl=pdl)
+    return x

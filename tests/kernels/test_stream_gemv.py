@@ -144,3 +144,63 @@ def test_layer_chains_in_a_graph_match_the_references(h, i, n_qkv, gen):
     torch.cuda.synchronize()
     assert rel_err(x, ref) <= 1e-4
     assert not sync.any(), sync.tolist()
+
+
+def mlp_ref(x, norm_w, wgu, wd):
+    return gemv_residual_ref(rmsnorm_gate_up_silu_ref(x, norm_w, 1e-6, wgu), wd, x)
+
+
+@pytest.mark.parametrize("i,h", [(8960, 1536), (6144, 2048), (11008, 2048)])
+def test_mlp_plan_fits_an_sm_and_fills_whole_clusters(i, h):
+    p = sg.plan([("gate_up", i, h), ("down_t", i, h)], 132, cluster=sg.MLP_CLUSTER)
+    assert p["smem"] + 1024 <= 227 * 1024 and p["stages"] >= 2
+    assert p["grid"] % sg.MLP_CLUSTER == 0 and p["grid"] <= 132
+    assert p["hs"] * p["grid"] >= i  # room for every CTA's h
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("cluster", [1, 8, 16])
+@pytest.mark.parametrize("wdtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("i,h", [(8960, 1536), (6144, 2048), (11008, 2048), (1008, 272), (3, 16)])
+def test_mlp_adds_the_whole_mlp_into_x(i, h, wdtype, cluster, gen):
+    """stream_mlp = rmsnorm + gate/up + SiLU*up + down_proj + residual add, with W_down given
+    transposed; twice in a row (the counters are reset by each launch)."""
+    x = randn(h, gen=gen, device="cuda", scale=3.0)
+    norm_w = randn(h, gen=gen, dtype=wdtype, device="cuda")
+    wgu = randn(2 * i, h, gen=gen, dtype=wdtype, device="cuda", scale=0.05)
+    wd = randn(h, i, gen=gen, dtype=wdtype, device="cuda", scale=0.05)
+    sync = torch.zeros(2, dtype=torch.int32, device="cuda")
+    ref = mlp_ref(x, norm_w, wgu, wd)
+    assert sg.stream_mlp(x, norm_w, 1e-6, wgu, wd.t().contiguous(), sync, pdl=True, cluster=cluster) is x
+    torch.cuda.synchronize()
+    assert rel_err(x, ref) <= 1e-5
+    sg.stream_mlp(x, norm_w, 1e-6, wgu, wd.t().contiguous(), sync, cluster=cluster)
+    torch.cuda.synchronize()
+    assert rel_err(x, mlp_ref(ref, norm_w, wgu, wd)) <= 1e-5
+    assert not sync.any(), sync.tolist()
+
+
+@pytest.mark.gpu
+@hopper
+def test_mlps_chained_in_a_graph_match_the_reference(gen):
+    """Four MLPs back to back with PDL in one CUDA graph, replayed 10 times: each launch reads x only
+    after the previous one has added all of its output."""
+    h, i = 1536, 8960
+    layers = [(randn(h, gen=gen, dtype=torch.bfloat16, device="cuda"),
+               randn(2 * i, h, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.02),
+               randn(h, i, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.02)) for _ in range(4)]
+    wts = [wd.t().contiguous() for *_, wd in layers]
+    x0 = randn(h, gen=gen, device="cuda")
+    x, sync = x0.clone(), torch.zeros(2, dtype=torch.int32, device="cuda")
+    graph = captured(lambda: [sg.stream_mlp(x, nw, 1e-6, wgu, wt, sync, pdl=True)
+                              for (nw, wgu, _), wt in zip(layers, wts)])
+    ref = x0.clone()
+    for nw, wgu, wd in layers:
+        ref = mlp_ref(ref, nw, wgu, wd)
+    for _ in range(10):
+        x.copy_(x0)
+        graph.replay()
+    torch.cuda.synchronize()
+    assert rel_err(x, ref) <= 1e-4
+    assert not sync.any(), sync.tolist()
