@@ -1,9 +1,9 @@
-"""The greedy decode step with each GEMV mode of FastRunner.use_gemv (Triton; kernels.stream_gemv
-for gate/up only; stream_gemv chains for all four), optionally at other shared-memory ring budgets
-("MODE KB") (GPU only):
+"""The greedy decode step with each GEMV mode of FastRunner.use_gemv (triton; overlap: kernels.stream_gemv
+for QKV and gate/up, launched early; cuda: stream_gemv chains for all four), the chains optionally at other
+shared-memory ring budgets ("cuda KB") (GPU only):
 
     PYTHONPATH=.:scripts python scripts/probe_step_mix.py [--shapes a,b] [--context 512] \
-        [--variants "triton,gate_up,gate_up 200,cuda"]
+        [--variants "triton,overlap,cuda 150"]
 
 Each variant: the step's CUDA graph captured with those kernels, replayed back to back (us per
 step, median of 3 rounds, variants alternating). Prints a table last.
@@ -33,7 +33,7 @@ def main():
     ap.add_argument("--shapes", default="qwen2.5-coder-1.5b,qwen3-1.7b,qwen2.5-coder-3b")
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--replays", type=int, default=100)
-    ap.add_argument("--variants", default="triton,gate_up,cuda")
+    ap.add_argument("--variants", default="triton,overlap,cuda")
     args = ap.parse_args()
     variants = args.variants.split(",")
     rows = []

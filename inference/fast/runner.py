@@ -17,9 +17,13 @@ ring slot (a CPU tensor, valid once the step's work is done), so the engine need
 device-to-host copy per token. x holds the input embedding between steps (start() writes it for
 the first step); the residual stream stays in float32 (a few KB).
 
-use_gemv("gate_up") runs gate/up with kernels.stream_gemv (CUDA C, weights streamed through shared
-memory); use_gemv("cuda") all four GEMVs, as two launches per layer: attention, then o_proj +
-gate/up + down + the next layer's QKV in one stream_gemv chain.
+use_gemv("overlap") runs QKV and gate/up with kernels.stream_gemv (CUDA C, weights streamed through
+shared memory from before the PDL wait) in rings small enough to share an SM with the kernel before
+them, and o_proj releases gate/up right after its own wait, so both start with weights already
+loaded ("auto" picks it for hidden sizes <= OVERLAP_MAX_HIDDEN beside the CUDA attention, where it
+measured faster);
+use_gemv("cuda") all four GEMVs, as two launches per layer: attention, then o_proj + gate/up + down
++ the next layer's QKV in one stream_gemv chain.
 
 Prefill (`PrefillModel`) uses cuBLAS GEMMs and SDPA on the same static KV cache. One graph is
 captured per sampler mode (greedy, or the sampling variant a request needs), lazily.
@@ -53,6 +57,10 @@ RING = 256  # host ring slots for sampled tokens; the engine reads each within L
 # "auto" attention: the CUDA cluster kernel for positions below this (contexts of one cluster of
 # 64-row splits per kv head), the Triton kernel from here on (measured: kernels/PERF.md).
 CUDA_ATTENTION_CONTEXT = cluster.CLUSTER * cluster.MIN_CHUNK
+# "overlap" GEMVs: shared memory per CTA of the streamed QKV (the 1.5B's whole QKV slice, beside the
+# cluster attention's CTA) and gate/up (beside o_proj's and attention's); "auto" uses them up to this
+# hidden size (measured, greedy step at ctx 512: 1.5B 1099 -> 1068 us; Qwen3 and 3B, hidden 2048, slower).
+QKV_BUDGET, GATE_UP_BUDGET, OVERLAP_MAX_HIDDEN = 64 * 1024, 120 * 1024, 1536
 
 
 class FastRunner(Runner):
@@ -107,21 +115,33 @@ class FastRunner(Runner):
 
     def use_gemv(self, mode: str = "auto") -> str:
         """Which kernels the layers' GEMVs (QKV, o_proj, gate/up, down) use: "triton" (one launch per
-        GEMV, any GPU; what "auto" picks); "gate_up": kernels.stream_gemv for gate/up (weights
-        streamed through shared memory, tensor-core dots; Hopper, NVRTC, bf16/fp16 weights), Triton
-        for the rest; "cuda": stream_gemv for all four, o_proj + gate/up + down + the next layer's QKV
-        in ONE launch. INFERENCE_GEMV sets the mode at construction. Drops captured graphs; returns
-        the kind used."""
-        if mode not in ("auto", "cuda", "gate_up", "triton"):
-            raise ValueError(f"GEMV kernels must be auto, cuda, gate_up or triton, not {mode!r}")
-        streamed = {"cuda": ("qkv", "o", "gate_up", "down"), "gate_up": ("gate_up",)}.get(mode, ())
-        if not all(stream.supported(getattr(layer, n)) for layer in self.w.layers for n in streamed):
+        GEMV, any GPU); "overlap": kernels.stream_gemv for QKV and gate/up (weights streamed through
+        shared memory from before the PDL wait, tensor-core dots; Hopper, NVRTC, bf16/fp16 weights),
+        Triton for o_proj (releasing gate/up early) and down; "cuda": stream_gemv for all four, o_proj
+        + gate/up + down + the next layer's QKV in ONE launch; "auto": overlap where it is supported,
+        the hidden size <= OVERLAP_MAX_HIDDEN and the step uses the CUDA attention, else triton. INFERENCE_GEMV sets the mode at
+        construction. Drops captured graphs; returns the kind used."""
+        if mode not in ("auto", "cuda", "overlap", "triton"):
+            raise ValueError(f"GEMV kernels must be auto, cuda, overlap or triton, not {mode!r}")
+        names = {"cuda": ("qkv", "o", "gate_up", "down"), "overlap": ("qkv", "gate_up"),
+                 "auto": ("qkv", "gate_up")}.get(mode, ())
+        ok = all(stream.supported(getattr(layer, n)) for layer in self.w.layers for n in names)
+        if mode == "auto":
+            mode = "auto" if ok and self.cfg.hidden_size <= OVERLAP_MAX_HIDDEN else "triton"
+        elif not ok:
             raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with sizes that are multiples of 16 "
                              "and a GPU of compute capability >= 9.0 with NVRTC")
-        self.gemv_kind = mode if streamed else "triton"
+        self.gemv_mode = mode
+        self._select_gemv()
         self.sync = torch.zeros(2, dtype=torch.int32, device=self.device)  # the chains' grid barrier counters
         self.graphs = {}
         return self.gemv_kind
+
+    def _select_gemv(self) -> None:
+        """The GEMV kind of the next step: "auto" is overlap beside the CUDA attention and triton beside
+        the Triton attention (long contexts: overlap measured 1% slower at ctx 4096 on 1.5B)."""
+        auto = "overlap" if getattr(self, "attention_kind", None) == "cuda" else "triton"
+        self.gemv_kind = auto if self.gemv_mode == "auto" else self.gemv_mode
 
     def _select_attention(self, pos: int) -> None:
         """Set the kernel (and its workspace) for a step at `pos`."""
@@ -141,6 +161,7 @@ class FastRunner(Runner):
                 self.workspaces[kind] = AttentionWorkspace(cfg.num_heads, cfg.head_dim, splits, dev)
         self.attention_kind, self.ws = kind, self.workspaces[kind]
         self._attend = cluster.cluster_attention if kind == "cuda" else decode_attention
+        self._select_gemv()
 
     # -- one decode step, as captured -----------------------------------------------------------
     def _embed(self):
@@ -152,12 +173,20 @@ class FastRunner(Runner):
             self._layers_chained()
             return
         w, eps, pdl = self.w, self.cfg.rms_norm_eps, self.pdl
-        gate_up = stream.stream_gate_up_silu if self.gemv_kind == "gate_up" else rmsnorm_gate_up_silu
+        overlap = self.gemv_kind == "overlap"
         for i, layer in enumerate(w.layers):
-            rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
+            if overlap:
+                stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
+                                           budget=QKV_BUDGET)
+            else:
+                rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
             self._attention(i)
-            gemv_residual(self.attn, layer.o, self.x, pdl=pdl)
-            gate_up(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
+            gemv_residual(self.attn, layer.o, self.x, pdl=pdl, early=overlap)
+            if overlap:
+                stream.stream_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl,
+                                           budget=GATE_UP_BUDGET)
+            else:
+                rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
             gemv_residual(self.h, layer.down, self.x, pdl=pdl)
 
     def _layers_chained(self):

@@ -171,9 +171,10 @@ def test_auto_attention_switches_kernel_at_the_cluster_context_and_generates_the
 
 
 def test_cuda_gemvs_give_the_triton_gemvs_logits_and_tokens(tmp_path):
-    """The CUDA GEMVs (use_gemv("gate_up"): stream_gemv for gate/up; use_gemv("cuda"): o_proj +
-    gate/up + down + next QKV per launch) against the Triton GEMVs on one engine: teacher-forced
-    logits within 1e-4 of each other, the same greedy tokens."""
+    """The CUDA GEMVs (use_gemv("overlap"): stream_gemv for QKV and gate/up, launched early;
+    use_gemv("cuda"): o_proj + gate/up + down + next QKV per launch) against the Triton GEMVs on one
+    engine: teacher-forced logits within 1e-4 of each other, the same greedy tokens; "auto" is
+    "overlap" for this hidden size (1536)."""
     from inference.engine import FinishEvent
     from inference.prompts import Prompt
     from inference.sampling import SamplingParams
@@ -187,13 +188,14 @@ def test_cuda_gemvs_give_the_triton_gemvs_logits_and_tokens(tmp_path):
         pytest.skip("the CUDA GEMV kernels need sm_90 and NVRTC")
     ids = torch.randint(0, 30000, (300,), generator=torch.Generator().manual_seed(3)).tolist()
     logits, tokens = {}, {}
-    for mode in ("triton", "gate_up", "cuda"):
+    assert runner.use_gemv("auto") == "overlap"
+    for mode in ("triton", "overlap", "cuda"):
         assert runner.use_gemv(mode) == mode
         runner.start(ids[:200], SamplingParams(max_tokens=128))
         logits[mode] = torch.stack([runner.forced_logits(t) for t in ids[200:232]])
         events = engine.generate(Prompt.from_ids(ids), SamplingParams(max_tokens=48, ignore_eos=True))
         tokens[mode] = [t for ev in events if not isinstance(ev, FinishEvent) for t in ev.token_ids]
-    for mode in ("gate_up", "cuda"):
+    for mode in ("overlap", "cuda"):
         err = ((logits[mode] - logits["triton"]).norm() / logits["triton"].norm()).item()
         assert err <= 1e-4, (mode, err)
         assert len(tokens[mode]) == 48 and tokens[mode] == tokens["triton"], mode

@@ -1,0 +1,111 @@
+"""The greedy step with each op's kernel chosen per variant (GPU only): what the "overlap" GEMVs and
+stream_mlp were picked from (kernels/PERF.md, eighth session).
+
+    PYTHONPATH=.:scripts python scripts/probe_overlap.py SHAPES VARIANTS
+    e.g. ... qwen2.5-coder-1.5b base,qkv64+gu120+oE,qkv64+oE+mlp170c1
+
+A variant joins tokens with "+": qkvN / oN / guN / dnN stream that GEMV (kernels.stream_gemv) with
+an N KB ring; oE / dE make the Triton o_proj / down release the next kernel right after their PDL
+wait; mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
+variant: the relative difference of one layer stack's output from the first variant's, and us per
+step (median of 3 rounds of 100 replays, variants alternating). Prints a table last.
+"""
+import statistics
+import sys
+import tempfile
+
+import torch
+
+from _probe_engine import greedy_graph, random_engine, replay_us
+from inference.fast.runner import FastRunner
+from kernels import stream_gemv as stream
+from kernels.gemv_residual import gemv_residual, _gemv_residual_kernel
+from kernels.gate_up_silu import rmsnorm_gate_up_silu
+from kernels.rmsnorm_gemv import rmsnorm_gemv
+
+def parse(v):  # e.g. "qkv64+oE+gu120+dE"
+    d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8}
+    for t in v.split("+"):
+        if t.startswith("qkv"): d["qkv"] = int(t[3:]) * 1024
+        elif t.startswith("gu"): d["gu"] = int(t[2:]) * 1024
+        elif t.startswith("mlp"):
+            b, _, c = t[3:].partition("c"); d["mlp"] = int(b) * 1024; d["cl"] = int(c or 8)
+        elif t.startswith("dn"): d["dn"] = int(t[2:]) * 1024
+        elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
+        elif t == "oE": d["oE"] = True
+        elif t == "dE": d["dE"] = True
+    return d
+
+CUR = {}
+def layers(self):
+    d, w, eps, pdl = CUR, self.w, self.cfg.rms_norm_eps, self.pdl
+    for i, layer in enumerate(w.layers):
+        if d["qkv"]:
+            stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
+                                       budget=d["qkv"])
+        else:
+            rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
+        self._attention(i)
+        if d["o"]:
+            stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=d["o"])
+        else:
+            gemv_residual(self.attn, layer.o, self.x, pdl=pdl, early=d["oE"])
+        if d["mlp"]:
+            if not hasattr(self, "wdt"):
+                self.wdt = [l.down.t().contiguous() for l in w.layers]
+                self.sync2 = torch.zeros(2, dtype=torch.int32, device=self.device)
+            stream.stream_mlp(self.x, layer.mlp_norm, eps, layer.gate_up, self.wdt[i], self.sync2, pdl=pdl,
+                              budget=d["mlp"], cluster=d["cl"])
+            continue
+        if d["gu"]:
+            stream.stream_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl, budget=d["gu"])
+        else:
+            rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
+        if d["dn"]:
+            stream.stream_gemv_residual(self.h, layer.down, self.x, pdl=pdl, budget=d["dn"])
+        else:
+            gemv_residual(self.h, layer.down, self.x, pdl=pdl, early=d["dE"])
+FastRunner._layers = layers
+
+def main():
+    shapes = sys.argv[1].split(",")
+    variants = sys.argv[2].split(",")
+    rows = []
+    for shape in shapes:
+        with tempfile.TemporaryDirectory() as tmp:
+            eng = random_engine(shape, 512 + 400, tmp)
+            r = eng.runner
+            # registers of the Triton GEMVs around the streamed ones
+            L = r.w.layers[0]
+            for nm, wt, a in (("o", L.o, r.attn), ("down", L.down, r.h)):
+                from kernels._util import gemv_config
+                cfg = gemv_config(*wt.shape)
+                ck = _gemv_residual_kernel[(1,)](a, wt, r.x.clone(), wt.shape[0], wt.shape[1], USE_PDL=True,
+                                                 EARLY=False, **cfg)
+                print(shape, nm, cfg, "regs", ck.n_regs, "spills", ck.n_spills, "shared", ck.metadata.shared,
+                      flush=True)
+            # reference logits of the plain step vs each variant: one teacher-forced token
+            ref = None
+            times = {v: [] for v in variants}
+            for rnd in range(3):
+                for v in variants:
+                    CUR.clear(); CUR.update(parse(v)); r.graphs = {}
+                    g = greedy_graph(eng, 512)
+                    times[v].append(replay_us(g, 100))
+                    if rnd == 0:
+                        r.pos.fill_(600); torch.manual_seed(0); r.x.normal_(); x0 = r.x.clone()
+                        for _ in range(1): r._layers()
+                        out = r.x.clone(); r.x.copy_(x0)
+                        if ref is None: ref = out
+                        err = ((out - ref).norm() / ref.norm()).item()
+                        print(f"{shape} [{v}] rel err vs first {err:.2e}", flush=True)
+                    del g
+            for v in variants:
+                med = statistics.median(times[v]); rows.append((shape, v, med))
+                print(f"{shape} [{v}]: {med:.1f} us/step {[round(t, 1) for t in times[v]]}", flush=True)
+            del eng, r; torch.cuda.empty_cache()
+    print("\n| shape | variant | us/step | tok/s |\n|---|---|---:|---:|")
+    for s, v, m in rows: print(f"| {s} | {v} | {m:.1f} | {1e6/m:.0f} |")
+
+if __name__ == '__main__':
+    main()
