@@ -503,7 +503,8 @@ def plan(ops: list[Op] | tuple, sms: int, budget: int | None = None, cluster: in
     xwords = max(k for _, _, k in shapes) * 3 // 2  # the activation as MMA fragments
     hs = 0
     if any(m == "down_t" for m, _, _ in shapes):  # stream_mlp: h and the down_proj partial
-        hs = -(-(-(-shapes[0][1] // grid)) // 4) * 4  # units per CTA, rounded up to 4
+        per_cta = -(-shapes[0][1] // grid)
+        hs = -(-per_cta // 4) * 4  # units per CTA, rounded up to 4
     fixed = 4 * (sums + xwords + (hs + shapes[-1][2] if hs else 0))
     cap = MAX_KC  # the widest slots (fewest, biggest bulk copies) of which two fit the budget
     while cap > 128 and fixed + 2 * MT * (max(chunk(k, cap) for _, _, k in shapes) * 2 + ROW_PAD) > budget:

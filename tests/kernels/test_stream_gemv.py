@@ -103,6 +103,20 @@ def test_gate_up_silu_matches_reference(i, k, wdtype, gen):
     assert rel_err(out, rmsnorm_gate_up_silu_ref(x, norm_w, 1e-6, w)) <= 1e-5
 
 
+def mlp_ref(x, norm_w, wgu, wd):
+    return gemv_residual_ref(rmsnorm_gate_up_silu_ref(x, norm_w, 1e-6, wgu), wd, x)
+
+
+def check_replays(graph, x, x0, ref, sync, times):
+    """Replay `graph` `times` times from x = x0: x within 1e-4 of ref, the sync counters back at zero."""
+    for _ in range(times):
+        x.copy_(x0)
+        graph.replay()
+    torch.cuda.synchronize()
+    assert rel_err(x, ref) <= 1e-4
+    assert not sync.any(), sync.tolist()
+
+
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("h,i,n_qkv", [(1536, 8960, 2048), (2048, 11008, 2560), (272, 1008, 392)])
@@ -134,20 +148,10 @@ def test_layer_chains_in_a_graph_match_the_references(h, i, n_qkv, gen):
     ref = x0.clone()
     q = rmsnorm_gemv_ref(ref, layers[0][0], layers[0][4], 1e-6, layers[0][5])
     for li, (_, wo, wgu, wd, nw, _) in enumerate(layers):
-        ref = gemv_residual_ref(q[:h], wo, ref)
-        ref = gemv_residual_ref(rmsnorm_gate_up_silu_ref(ref, nw, 1e-6, wgu), wd, ref)
+        ref = mlp_ref(gemv_residual_ref(q[:h], wo, ref), nw, wgu, wd)
         if li + 1 < len(layers):
             q = rmsnorm_gemv_ref(ref, layers[li + 1][0], layers[li + 1][4], 1e-6, layers[li + 1][5])
-    for _ in range(20):
-        x.copy_(x0)
-        graph.replay()
-    torch.cuda.synchronize()
-    assert rel_err(x, ref) <= 1e-4
-    assert not sync.any(), sync.tolist()
-
-
-def mlp_ref(x, norm_w, wgu, wd):
-    return gemv_residual_ref(rmsnorm_gate_up_silu_ref(x, norm_w, 1e-6, wgu), wd, x)
+    check_replays(graph, x, x0, ref, sync, 20)
 
 
 @pytest.mark.parametrize("i,h", [(8960, 1536), (6144, 2048), (11008, 2048)])
@@ -198,9 +202,4 @@ def test_mlps_chained_in_a_graph_match_the_reference(gen):
     ref = x0.clone()
     for nw, wgu, wd in layers:
         ref = mlp_ref(ref, nw, wgu, wd)
-    for _ in range(10):
-        x.copy_(x0)
-        graph.replay()
-    torch.cuda.synchronize()
-    assert rel_err(x, ref) <= 1e-4
-    assert not sync.any(), sync.tolist()
+    check_replays(graph, x, x0, ref, sync, 10)
