@@ -221,6 +221,9 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
     cp_async_commit(); \
   } while (0)
 
+#if EARLY
+  pdl_trigger();  // the next kernel may launch now: its CTAs load their weights while this one runs
+#endif
   for (int t = 0; t < NBUF; ++t) ISSUE(t);
   // RoPE and norm weights for the dims this lane rotates: l, l+32 (first half) and l+64, l+96.
   const float c0 = cos_t[(size_t)pos * (D / 2) + lane], c1 = cos_t[(size_t)pos * (D / 2) + lane + 32];
@@ -343,7 +346,9 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
     __syncthreads();
     ISSUE(t + NBUF);
   }
+#if !EARLY
   pdl_trigger();  // only the epilogue and the combine are left
+#endif
 
   // This CTA's partial: row sums over the QK warps, the new row merged in fp32 (owner), in smem.
   if (warp < 4) {
@@ -443,10 +448,11 @@ _NORM_KIND = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, hq: int, hkv: int, cluster: int, min_chunk: int, cache_half: bool,
-            norm_kind: int | None):
+            norm_kind: int | None, early: bool = False):
     g = hq // hkv
     defines = {"G": g, "HQ": hq, "HKV": hkv, "CLUSTER": cluster, "MIN_CHUNK": min_chunk,
-               "CACHE_HALF": int(cache_half), "HAS_NORM": int(norm_kind is not None), "NORM_KIND": norm_kind or 0}
+               "CACHE_HALF": int(cache_half), "HAS_NORM": int(norm_kind is not None), "NORM_KIND": norm_kind or 0,
+               "EARLY": int(early)}
     src = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
@@ -486,8 +492,11 @@ def default_splits(num_kv_heads: int, cluster: int, device) -> int:
 
 
 def cluster_attention(qkv, pos, k_cache, v_cache, cos, sin, out, workspace: ClusterWorkspace, scale: float,
-                      q_norm=None, k_norm=None, eps: float = 1e-6, *, pdl: bool = False) -> torch.Tensor:
-    """Same contract as kernels.decode_attention.decode_attention, with a ClusterWorkspace."""
+                      q_norm=None, k_norm=None, eps: float = 1e-6, *, pdl: bool = False,
+                      early: bool = False) -> torch.Tensor:
+    """Same contract as kernels.decode_attention.decode_attention, with a ClusterWorkspace. early: release
+    the next kernel (PDL) as soon as this one starts, not after its main loop, so that a next kernel
+    whose CTAs fit beside these can load its weights meanwhile."""
     assert k_cache.dim() == 3 and k_cache.shape == v_cache.shape and k_cache.is_contiguous() and v_cache.is_contiguous()
     hkv, t_max, d = k_cache.shape
     ws = workspace
@@ -504,7 +513,8 @@ def cluster_attention(qkv, pos, k_cache, v_cache, cos, sin, out, workspace: Clus
         assert q_norm.is_contiguous() and k_norm.is_contiguous() and q_norm.dtype == k_norm.dtype
     dev = qkv.device
     kern = _kernel(dev.index if dev.index is not None else torch.cuda.current_device(), hq, hkv, ws.cluster,
-                   ws.min_chunk, k_cache.dtype == torch.float16, None if q_norm is None else _NORM_KIND[q_norm.dtype])
+                   ws.min_chunk, k_cache.dtype == torch.float16, None if q_norm is None else _NORM_KIND[q_norm.dtype],
+                   early)
     p = ctypes.c_void_p
     args = [p(qkv.data_ptr()), p(pos.data_ptr()), p(k_cache.data_ptr()), p(v_cache.data_ptr()),
             p(cos.data_ptr()), p(sin.data_ptr()),

@@ -252,7 +252,9 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
   const float bias0 = BIAS_KIND >= 0 && tid < nu ? any_f32<BIAS_KIND>(ph.bias, u0 + tid) : 0.f;
   if (target == 0) {  // the first phase: activations come from the previous kernel
     asm volatile("griddepcontrol.wait;" ::: "memory");
+#if !EARLY
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
   } else {
     grid_barrier(sync, target);
   }
@@ -431,6 +433,9 @@ extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(cons
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+#if EARLY
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");  // the next kernel may launch at once
+#endif
   int s = 0, tn = 0;
   unsigned long long* trace = prm.trace;
   STAMP(900, 0.f);
@@ -525,7 +530,7 @@ def supported(w: torch.Tensor) -> bool:
 
 @lru_cache(maxsize=None)
 def source(phases: tuple, w_half: bool, stages: int, sums: int, layout: tuple, cluster: int = 1,
-           xwords: int = 0, hs: int = 0) -> tuple[str, str]:
+           xwords: int = 0, hs: int = 0, early: bool = False) -> tuple[str, str]:
     """(CUDA source, kernel name) for phases ((mode, norm_kind, bias_kind, K), ...), kinds -1 for none."""
     produce, consume = [], []
     mlp = any(mode == "down_t" for mode, *_ in phases)
@@ -541,15 +546,16 @@ def source(phases: tuple, w_half: bool, stages: int, sums: int, layout: tuple, c
     name = MODES["down_t"][1] if mlp else MODES[phases[0][0]][1] if len(phases) == 1 else "stream_gemv_chain"
     defines = {**PROBE_DEFINES, "KERNEL_NAME": name, "W_HALF": int(w_half), "SLOT_KC": layout[0],
                "ROW_PAD": layout[1], "NS": stages, "SUMS": sums, "MAXP": MAX_PHASES, "NPH": len(phases),
-               "MLP": int(mlp), "CLUSTER": cluster, "XWORDS": xwords, "HS": hs,
+               "MLP": int(mlp), "CLUSTER": cluster, "XWORDS": xwords, "HS": hs, "EARLY": int(early),
                "PRODUCE": " ".join(produce), "CONSUME": " ".join(consume)}
     return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE, name
 
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, phases: tuple, w_half: bool, stages: int, sums: int, smem: int,
-            carveout: int | None, layout: tuple, probe: tuple = (), cluster: int = 1, xwords: int = 0, hs: int = 0):
-    src, name = source(phases, w_half, stages, sums, layout, cluster, xwords, hs)
+            carveout: int | None, layout: tuple, probe: tuple = (), cluster: int = 1, xwords: int = 0, hs: int = 0,
+            early: bool = False):
+    src, name = source(phases, w_half, stages, sums, layout, cluster, xwords, hs, early)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
     return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem, cluster, carveout)
@@ -577,12 +583,13 @@ def _check(op: Op) -> None:
 
 
 def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1e-6, *, pdl: bool = False,
-                 trace: torch.Tensor | None = None, budget: int | None = None) -> None:
+                 trace: torch.Tensor | None = None, budget: int | None = None, early: bool = False) -> None:
     """Run `ops` (1 to MAX_PHASES GEMVs, same weight dtype) in order in ONE launch: the weights of
     all of them stream through the shared-memory ring without a break; between two ops every CTA
     waits at a grid barrier (counters in `sync`, int32 [2] zeros, needed for more than one op; they
     are back at zero after the launch). budget: shared memory per CTA in bytes (default SMEM_BUDGET;
-    less lets the CTAs share an SM with the neighbouring kernels')."""
+    less lets the CTAs share an SM with the neighbouring kernels'). early: release the next kernel (PDL) as
+    soon as this one starts instead of after its wait."""
     assert 1 <= len(ops) <= MAX_PHASES, f"1 to {MAX_PHASES} ops per launch"
     for op in ops:
         _check(op)
@@ -595,7 +602,7 @@ def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1
     sig = tuple((op.mode, -1 if op.norm_w is None else _KIND[op.norm_w.dtype],
                  -1 if op.bias is None else _KIND[op.bias.dtype], op.w.shape[1]) for op in ops)
     kern = _kernel(dev, sig, w_dtype == torch.float16, p["stages"], p["sums"], p["smem"], CARVEOUT,
-                   (p["kc"], ROW_PAD), tuple(PROBE_DEFINES.values()), 1, p["xwords"])
+                   (p["kc"], ROW_PAD), tuple(PROBE_DEFINES.values()), 1, p["xwords"], 0, early)
     prm = _Params()
     for i, op in enumerate(ops):
         prm.p[i] = _Phase(op.w.data_ptr(), op.act.data_ptr(), op.norm_w.data_ptr() if op.norm_w is not None else 0,
@@ -608,21 +615,22 @@ def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1
 
 
 def stream_rmsnorm_gemv(x, w, out, norm_w=None, eps: float = 1e-6, bias=None, *, pdl: bool = False,
-                        budget: int | None = None):
+                        budget: int | None = None, early: bool = False):
     """Same contract as kernels.rmsnorm_gemv.rmsnorm_gemv (reference: rmsnorm_gemv_ref)."""
-    stream_chain([Op("rmsnorm_gemv", w, x, out, norm_w, bias)], eps=eps, pdl=pdl, budget=budget)
+    stream_chain([Op("rmsnorm_gemv", w, x, out, norm_w, bias)], eps=eps, pdl=pdl, budget=budget, early=early)
     return out
 
 
-def stream_gemv_residual(a, w, x, *, pdl: bool = False, budget: int | None = None):
+def stream_gemv_residual(a, w, x, *, pdl: bool = False, budget: int | None = None, early: bool = False):
     """Same contract as kernels.gemv_residual.gemv_residual (reference: gemv_residual_ref)."""
-    stream_chain([Op("residual", w, a, x)], pdl=pdl, budget=budget)
+    stream_chain([Op("residual", w, a, x)], pdl=pdl, budget=budget, early=early)
     return x
 
 
-def stream_gate_up_silu(x, norm_w, eps: float, w_gate_up, out, *, pdl: bool = False, budget: int | None = None):
+def stream_gate_up_silu(x, norm_w, eps: float, w_gate_up, out, *, pdl: bool = False, budget: int | None = None,
+                        early: bool = False):
     """Same contract as kernels.gate_up_silu.rmsnorm_gate_up_silu (reference: rmsnorm_gate_up_silu_ref)."""
-    stream_chain([Op("gate_up", w_gate_up, x, out, norm_w)], eps=eps, pdl=pdl, budget=budget)
+    stream_chain([Op("gate_up", w_gate_up, x, out, norm_w)], eps=eps, pdl=pdl, budget=budget, early=early)
     return out
 
 

@@ -5,8 +5,9 @@ stream_mlp were picked from (kernels/PERF.md, eighth session).
     e.g. ... qwen2.5-coder-1.5b base,qkv64+gu120+oE,qkv64+oE+mlp170c1
 
 A variant joins tokens with "+": qkvN / oN / guN / dnN stream that GEMV (kernels.stream_gemv) with
-an N KB ring; oE / dE make the Triton o_proj / down release the next kernel right after their PDL
-wait; mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
+an N KB ring (qkvNS / oNS / guNS: and release the next kernel at its start); oE / dE make the Triton
+o_proj / down release the next kernel right after their PDL wait; aE makes the CUDA attention release it
+at its start; mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
 variant: the relative difference of one layer stack's output from the first variant's, and us per
 step (median of 3 rounds of 100 replays, variants alternating). Prints a table last.
 """
@@ -18,22 +19,24 @@ import torch
 
 from _probe_engine import greedy_graph, random_engine, replay_us
 from inference.fast.runner import FastRunner
+from kernels import cluster_attention as cluster
 from kernels import stream_gemv as stream
 from kernels.gemv_residual import gemv_residual, _gemv_residual_kernel
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.rmsnorm_gemv import rmsnorm_gemv
 
-def parse(v):  # e.g. "qkv64+oE+gu120+dE"
-    d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8}
+def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
+    d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8, "aE": False, "S": set()}
     for t in v.split("+"):
+        if t.endswith("S") and t[-2:-1].isdigit():  # a streamed op that releases the next kernel at its start
+            t = t[:-1]; d["S"].add(t.rstrip("0123456789"))
         if t.startswith("qkv"): d["qkv"] = int(t[3:]) * 1024
         elif t.startswith("gu"): d["gu"] = int(t[2:]) * 1024
         elif t.startswith("mlp"):
             b, _, c = t[3:].partition("c"); d["mlp"] = int(b) * 1024; d["cl"] = int(c or 8)
         elif t.startswith("dn"): d["dn"] = int(t[2:]) * 1024
         elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
-        elif t == "oE": d["oE"] = True
-        elif t == "dE": d["dE"] = True
+        elif t in ("oE", "dE", "aE"): d[t] = True
     return d
 
 CUR = {}
@@ -42,12 +45,17 @@ def layers(self):
     for i, layer in enumerate(w.layers):
         if d["qkv"]:
             stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
-                                       budget=d["qkv"])
+                                       budget=d["qkv"], early="qkv" in d["S"])
         else:
             rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
-        self._attention(i)
+        if d["aE"] and self._attend is cluster.cluster_attention:
+            self._attend(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
+                         self.attn, self.ws, self.scale, q_norm=layer.q_norm, k_norm=layer.k_norm, eps=eps, pdl=pdl,
+                         early=True)
+        else:
+            self._attention(i)
         if d["o"]:
-            stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=d["o"])
+            stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=d["o"], early="o" in d["S"])
         else:
             gemv_residual(self.attn, layer.o, self.x, pdl=pdl, early=d["oE"])
         if d["mlp"]:
@@ -58,7 +66,8 @@ def layers(self):
                               budget=d["mlp"], cluster=d["cl"])
             continue
         if d["gu"]:
-            stream.stream_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl, budget=d["gu"])
+            stream.stream_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl, budget=d["gu"],
+                                       early="gu" in d["S"])
         else:
             rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
         if d["dn"]:

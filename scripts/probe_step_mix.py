@@ -1,6 +1,7 @@
 """The greedy decode step with each GEMV mode of FastRunner.use_gemv (triton; overlap: kernels.stream_gemv
-for QKV and gate/up, launched early; cuda: stream_gemv chains for all four), the chains optionally at other
-shared-memory ring budgets ("cuda KB") (GPU only):
+for o_proj, and QKV and gate/up up to hidden 1536, loading weights before their input is ready; cuda:
+stream_gemv chains for all four), the chains optionally at other shared-memory ring budgets ("cuda
+KB") (GPU only):
 
     PYTHONPATH=.:scripts python scripts/probe_step_mix.py [--shapes a,b] [--context 512] \
         [--variants "triton,overlap,cuda 150"]

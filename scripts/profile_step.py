@@ -1,6 +1,6 @@
 """Where a decode step's time goes, kernel by kernel (GPU only):
 
-    PYTHONPATH=. python scripts/profile_step.py [shape] [--context 512]
+    PYTHONPATH=. python scripts/profile_step.py [shape] [--context 512] [--no-floor]
 
 1. Timeline: the greedy step's CUDA graph (the engine's FastRunner, random weights) replayed under
    torch.profiler; for every kernel of a step: its duration, and its exclusive time = its end minus
@@ -144,6 +144,8 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("shape", nargs="?", default="qwen2.5-coder-1.5b")
     ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--no-floor", action="store_true", help="the timeline only")
     args = ap.parse_args()
-    boundary_floor()
+    if not args.no_floor:
+        boundary_floor()
     timeline(args.shape, args.context)

@@ -17,11 +17,11 @@ ring slot (a CPU tensor, valid once the step's work is done), so the engine need
 device-to-host copy per token. x holds the input embedding between steps (start() writes it for
 the first step); the residual stream stays in float32 (a few KB).
 
-use_gemv("overlap") runs QKV and gate/up with kernels.stream_gemv (CUDA C, weights streamed through
-shared memory from before the PDL wait) in rings small enough to share an SM with the kernel before
-them, and o_proj releases gate/up right after its own wait, so both start with weights already
-loaded ("auto" picks it for hidden sizes <= OVERLAP_MAX_HIDDEN beside the CUDA attention, where it
-measured faster);
+use_gemv("overlap") runs o_proj with kernels.stream_gemv (CUDA C, weights streamed through shared
+memory from before the PDL wait) in a ring small enough to share an SM with the cluster attention,
+which releases it at its start: o_proj's weights are in shared memory when attention ends. Up to
+STREAM_MAX_HIDDEN QKV and gate/up stream too, QKV's CTAs loading during down_proj and gate/up's during
+attention and o_proj (which then releases it at its start). "auto" picks it beside the CUDA attention;
 use_gemv("cuda") all four GEMVs, as two launches per layer: attention, then o_proj + gate/up + down
 + the next layer's QKV in one stream_gemv chain.
 
@@ -57,10 +57,13 @@ RING = 256  # host ring slots for sampled tokens; the engine reads each within L
 # "auto" attention: the CUDA cluster kernel for positions below this (contexts of one cluster of
 # 64-row splits per kv head), the Triton kernel from here on (measured: kernels/PERF.md).
 CUDA_ATTENTION_CONTEXT = cluster.CLUSTER * cluster.MIN_CHUNK
-# "overlap" GEMVs: shared memory per CTA of the streamed QKV (the 1.5B's whole QKV slice, beside the
-# cluster attention's CTA) and gate/up (beside o_proj's and attention's); "auto" uses them up to this
-# hidden size (measured, greedy step at ctx 512: 1.5B 1099 -> 1068 us; Qwen3 and 3B, hidden 2048, slower).
-QKV_BUDGET, GATE_UP_BUDGET, OVERLAP_MAX_HIDDEN = 64 * 1024, 120 * 1024, 1536
+# "overlap" GEMVs, beside the CUDA attention: shared memory per CTA of the streamed o_proj (its whole
+# 16-row slice for hidden 1536 and 2048, loaded while attention runs), QKV (the 1.5B's whole slice,
+# loaded during down_proj) and gate/up (beside o_proj's and attention's CTAs); QKV and gate/up stream
+# only up to STREAM_MAX_HIDDEN (measured, greedy step at ctx 512, kernels/PERF.md: 1.5B 1099 -> 1056
+# us; hidden 2048 with o_proj alone: Qwen3 1178 -> 1127, 3B 1933 -> 1891; streamed QKV and gate/up
+# are slower there).
+O_BUDGET, QKV_BUDGET, GATE_UP_BUDGET, STREAM_MAX_HIDDEN = 80 * 1024, 64 * 1024, 120 * 1024, 1536
 
 
 class FastRunner(Runner):
@@ -115,19 +118,20 @@ class FastRunner(Runner):
 
     def use_gemv(self, mode: str = "auto") -> str:
         """Which kernels the layers' GEMVs (QKV, o_proj, gate/up, down) use: "triton" (one launch per
-        GEMV, any GPU); "overlap": kernels.stream_gemv for QKV and gate/up (weights streamed through
-        shared memory from before the PDL wait, tensor-core dots; Hopper, NVRTC, bf16/fp16 weights),
-        Triton for o_proj (releasing gate/up early) and down; "cuda": stream_gemv for all four, o_proj
-        + gate/up + down + the next layer's QKV in ONE launch; "auto": overlap where it is supported,
-        the hidden size <= OVERLAP_MAX_HIDDEN and the step uses the CUDA attention, else triton. INFERENCE_GEMV sets the mode at
-        construction. Drops captured graphs; returns the kind used."""
+        GEMV, any GPU); "overlap": kernels.stream_gemv for o_proj and, up to STREAM_MAX_HIDDEN, QKV and
+        gate/up (weights streamed through shared memory from before the PDL wait, tensor-core dots;
+        Hopper, NVRTC, bf16/fp16 weights), Triton for the rest; "cuda": stream_gemv for all four, o_proj
+        + gate/up + down + the next layer's QKV in ONE launch; "auto": overlap where it is supported and
+        the step uses the CUDA attention, else triton. INFERENCE_GEMV sets the mode at construction.
+        Drops captured graphs; returns the kind used."""
         if mode not in ("auto", "cuda", "overlap", "triton"):
             raise ValueError(f"GEMV kernels must be auto, cuda, overlap or triton, not {mode!r}")
-        names = {"cuda": ("qkv", "o", "gate_up", "down"), "overlap": ("qkv", "gate_up"),
-                 "auto": ("qkv", "gate_up")}.get(mode, ())
+        self.stream_qkv_gate_up = self.cfg.hidden_size <= STREAM_MAX_HIDDEN
+        names = {"cuda": ("qkv", "o", "gate_up", "down"),
+                 "triton": ()}.get(mode, ("o", "qkv", "gate_up") if self.stream_qkv_gate_up else ("o",))
         ok = all(stream.supported(getattr(layer, n)) for layer in self.w.layers for n in names)
         if mode == "auto":
-            mode = "auto" if ok and self.cfg.hidden_size <= OVERLAP_MAX_HIDDEN else "triton"
+            mode = "auto" if ok else "triton"
         elif not ok:
             raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with sizes that are multiples of 16 "
                              "and a GPU of compute capability >= 9.0 with NVRTC")
@@ -174,15 +178,19 @@ class FastRunner(Runner):
             return
         w, eps, pdl = self.w, self.cfg.rms_norm_eps, self.pdl
         overlap = self.gemv_kind == "overlap"
+        streamed = overlap and self.stream_qkv_gate_up  # QKV and gate/up
         for i, layer in enumerate(w.layers):
-            if overlap:
+            if streamed:
                 stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
                                            budget=QKV_BUDGET)
             else:
                 rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
-            self._attention(i)
-            gemv_residual(self.attn, layer.o, self.x, pdl=pdl, early=overlap)
-            if overlap:
+            self._attention(i, early=overlap)
+            if overlap:  # a Triton gate/up released early would only hold SM slots while it waits
+                stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=O_BUDGET, early=streamed)
+            else:
+                gemv_residual(self.attn, layer.o, self.x, pdl=pdl)
+            if streamed:
                 stream.stream_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl,
                                            budget=GATE_UP_BUDGET)
             else:
@@ -207,11 +215,13 @@ class FastRunner(Runner):
                 ops.append(qkv(layers[i + 1]))
             stream.stream_chain(ops, self.sync, eps, pdl=pdl)
 
-    def _attention(self, i: int):
+    def _attention(self, i: int, early: bool = False):
+        """Layer i's attention; early (CUDA kernel only): release the next kernel at its start."""
         layer = self.w.layers[i]
+        extra = {"early": early} if self._attend is cluster.cluster_attention else {}
         self._attend(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
                      self.attn, self.ws, self.scale, q_norm=layer.q_norm, k_norm=layer.k_norm,
-                     eps=self.cfg.rms_norm_eps, pdl=self.pdl)
+                     eps=self.cfg.rms_norm_eps, pdl=self.pdl, **extra)
 
     def _forward_token(self) -> Tensor:
         """Logits [V] for the token in self.token at position self.pos (no sampling)."""

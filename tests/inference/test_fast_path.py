@@ -170,18 +170,19 @@ def test_auto_attention_switches_kernel_at_the_cluster_context_and_generates_the
     assert runs["auto"] == runs["triton"] == runs["cuda"]
 
 
-def test_cuda_gemvs_give_the_triton_gemvs_logits_and_tokens(tmp_path):
-    """The CUDA GEMVs (use_gemv("overlap"): stream_gemv for QKV and gate/up, launched early;
-    use_gemv("cuda"): o_proj + gate/up + down + next QKV per launch) against the Triton GEMVs on one
-    engine: teacher-forced logits within 1e-4 of each other, the same greedy tokens; "auto" is
-    "overlap" for this hidden size (1536)."""
+@pytest.mark.parametrize("shape", ["qwen2.5-coder-1.5b", "qwen3-1.7b"])
+def test_cuda_gemvs_give_the_triton_gemvs_logits_and_tokens(shape, tmp_path):
+    """The CUDA GEMVs (use_gemv("overlap"): stream_gemv for o_proj, released at the attention's start,
+    and for hidden 1536 also QKV and gate/up; use_gemv("cuda"): o_proj + gate/up + down + next QKV per
+    launch) against the Triton GEMVs on one engine: teacher-forced logits within 1e-4 of each other,
+    the same greedy tokens; "auto" is "overlap" beside the CUDA attention."""
     from inference.engine import FinishEvent
     from inference.prompts import Prompt
     from inference.sampling import SamplingParams
     from inference.synth import write_checkpoint
     from kernels import stream_gemv
 
-    path = write_checkpoint("qwen2.5-coder-1.5b", tmp_path / "m", layers=3, device="cuda")
+    path = write_checkpoint(shape, tmp_path / "m", layers=3, device="cuda")
     engine = _engine(path)
     runner = engine.runner
     if not stream_gemv.supported(engine.runner.w.layers[0].o):

@@ -103,3 +103,31 @@ def test_gpu_cuda_graph_replays_reset_the_tickets(gen):
             ca.cluster_attention(qkv, pos, k, v, cos, sin, out, ws, d ** -0.5, pdl=True)
 
     check_attention_replays(captured(step), pos, [0, 1, 100, 1023, 4095, 5999, 63, 2500], layers, outs, ws, d ** -0.5)
+
+
+@pytest.mark.gpu
+@hopper
+def test_gpu_early_release_still_hands_the_whole_output_to_the_next_kernel(gen):
+    """early=True releases the next kernel at the attention's start (so that it can load its weights
+    meanwhile): an o_proj GEMV launched after it with PDL still reads the finished output, replay
+    after replay."""
+    from kernels.gemv_residual import gemv_residual, gemv_residual_ref
+    hq, hkv, d, t_max, h = 12, 2, ca.HEAD_DIM, 2048, 1536
+    qkv, k, v, cos, sin, _, _ = make_case(hq, hkv, t_max, torch.bfloat16, False, gen)
+    ws = ca.ClusterWorkspace(hq, hkv, d, ca.CLUSTER, ca.CLUSTER, "cuda")
+    w = randn(h, hq * d, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.05)
+    pos = torch.zeros(1, dtype=torch.int32, device="cuda")
+    out, x = torch.zeros(hq * d, device="cuda"), torch.zeros(h, device="cuda")
+
+    def step():
+        ca.cluster_attention(qkv, pos, k, v, cos, sin, out, ws, d ** -0.5, pdl=True, early=True)
+        gemv_residual(out, w, x, pdl=True)
+
+    graph = captured(step)
+    for p in [0, 64, 511, 1000, 1023, 7]:
+        pos.fill_(p)
+        x.zero_()
+        ref = decode_attention_ref(qkv, p, k, v, cos, sin, d ** -0.5)[0]
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel_err(x, gemv_residual_ref(ref, w, torch.zeros_like(x))) <= 1e-4, f"pos={p}"
