@@ -8,9 +8,10 @@ roundup(cdiv(pos+1, S), 64)). What Triton cannot do and this kernel does:
   - K/V rows < pos do not change within a step, so each CTA starts copying its first two 64-row
     tiles into shared memory (cp.async) BEFORE waiting on the QKV kernel (programmatic dependent
     launch); only q, the new k/v row and RoPE come after the wait.
-  - The split-KV combine happens in distributed shared memory: the C CTAs of a cluster publish
-    their (max, sum, acc) partials in their own shared memory, one cluster barrier, then each CTA
-    merges a 1/C slice of the heads' outputs by reading its peers' shared memory. With C=16 and
+  - The split-KV combine happens in distributed shared memory: each of the C CTAs of a cluster
+    merges a 1/C slice of the heads' outputs; the CTAs push their (max, sum, acc) partials of
+    every slice into the shared memory of the slice's CTA (remote stores), one cluster barrier,
+    then each CTA merges from its own shared memory. With C=16 and
     64-row splits, a context of up to 1024 rows is one cluster: no global workspace, no atomics.
   - Longer contexts have several active clusters; each writes its merged partial to a global
     workspace and the last cluster to draw a ticket (acq_rel atomic) merges them.
@@ -108,6 +109,9 @@ __device__ __forceinline__ u32 peer_addr(u32 local, u32 rank) {
 __device__ __forceinline__ float ld_peer(u32 addr) {
   float v; asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory"); return v;
 }
+__device__ __forceinline__ void st_peer(u32 addr, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(addr), "f"(v) : "memory");
+}
 __device__ __forceinline__ float ld_cg(const float* p) {
   float v; asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory"); return v;
 }
@@ -158,6 +162,7 @@ __device__ __forceinline__ int swz(int row, int chunk) { return row * D + ((chun
 // and 16-bit scratch (sizes mirrored by smem_bytes() in Python)
 #define KV_BYTES (NBUF * 2 * TILE * D * 2)
 #define PS 72  // row stride (elements) of the P tiles: 144 bytes, conflict-free for ldmatrix
+#define PER (G * D / CLUSTER)  // outputs merged per CTA
 
 extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
     const float* __restrict__ qkv, const int* __restrict__ pos_ptr, u16* __restrict__ k_cache,
@@ -173,13 +178,14 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
   float* vnew_s = knew_s + D;               // [D] new v
   float* red_s = vnew_s + D;                // [4][8] per-warp maxima of the current tile
   float* lsum_s = red_s + 32;               // [4][8] per-warp sums after the loop
-  float* part_m = lsum_s + 32;              // [8] this CTA's partial: max (log2 domain)
-  float* part_l = part_m + 8;               // [8] sum
-  float* snew_s = part_l + 8;               // [8] score of the new row
+  float* snew_s = lsum_s + 32;              // [8] score of the new row
   float* mrun_s = snew_s + 8;               // [8] running max after the loop
   float* part_acc = mrun_s + 8;             // [G][D] unnormalised output
   int* flag_s = (int*)(part_acc + G * D);   // [4]
-  u16* phi_s = (u16*)(flag_s + 4);          // [8][PS] probabilities of the tile, 16-bit high part
+  float* rcv_m = (float*)(flag_s + 4);      // [CLUSTER][8] the peers' partials pushed here: max
+  float* rcv_l = rcv_m + CLUSTER * 8;       // [CLUSTER][8] sum
+  float* rcv_acc = rcv_l + CLUSTER * 8;     // [CLUSTER][PER] accumulators of this CTA's outputs
+  u16* phi_s = (u16*)(rcv_acc + G * D);     // [8][PS] probabilities of the tile, 16-bit high part
   u16* plo_s = phi_s + 8 * PS;              // [8][PS] remainder
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Clusters are numbered kv head fastest, so the first clusters of every head (the only active
@@ -194,6 +200,9 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
   if (chunk < MIN_CHUNK) chunk = MIN_CHUNK;
   const int n_active = (n_ctx + chunk - 1) / chunk;
   if (cluster_id * CLUSTER >= n_active) return;  // the whole cluster is past the context
+  // Peers write into this CTA's shared memory later: the barrier's wait (before the first such
+  // write) guarantees that every CTA of the cluster has started.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
   const int n_clusters = (n_active + CLUSTER - 1) / CLUSTER;
   const int start = split * chunk;
   const int end = min(start + chunk, n_ctx);
@@ -366,6 +375,9 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
     if (h0 + 1 < G) { part_acc[(h0 + 1) * D + d0] = acc[1]; part_acc[(h0 + 1) * D + d0 + 8] = acc[3]; }
   }
   __syncthreads();
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+  // Push this CTA's partial to the CTAs that merge it (CTA j merges outputs [j*PER, (j+1)*PER)):
+  // remote stores need no reply, and after the cluster barrier every CTA merges from its own memory.
   for (int o = tid; o < G * D; o += NT) {
     const int g = o / D, d = o % D;
     float a = part_acc[o];
@@ -375,27 +387,26 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
       const float sn = snew_s[g], mn = fmaxf(m, sn), al = ex2(m - mn), b = ex2(sn - mn);
       a = a * al + b * vnew_s[d]; l = l * al + b; m = mn;
     }
-    part_acc[o] = a;
-    if (d == 0) { part_m[g] = m; part_l[g] = l; }
+    st_peer(peer_addr(smem_addr(rcv_acc + rank * PER + o % PER), o / PER), a);
+    if (d < CLUSTER) {  // head g's max and sum to every CTA
+      st_peer(peer_addr(smem_addr(rcv_m + rank * 8 + g), d), m);
+      st_peer(peer_addr(smem_addr(rcv_l + rank * 8 + g), d), l);
+    }
   }
   cluster_sync();
 
-  // Each CTA of the cluster merges a 1/CLUSTER slice of the G*D outputs from its peers' partials.
-  const int per = G * D / CLUSTER;
+  // Each CTA of the cluster merges its 1/CLUSTER slice of the G*D outputs.
   const int ncl = S / CLUSTER;
-  for (int i = tid; i < per; i += NT) {
-    const int o = rank * per + i, g = o / D, d = o % D;
-    float pm[CLUSTER], pl[CLUSTER], pa[CLUSTER];
-    const u32 am = smem_addr(part_m + g), al = smem_addr(part_l + g), aa = smem_addr(part_acc + o);
-    #pragma unroll
-    for (int c = 0; c < CLUSTER; ++c) {
-      pm[c] = ld_peer(peer_addr(am, c)); pl[c] = ld_peer(peer_addr(al, c)); pa[c] = ld_peer(peer_addr(aa, c));
-    }
+  for (int i = tid; i < PER; i += NT) {
+    const int o = rank * PER + i, g = o / D, d = o % D;
     float M = NEG_INF, L = 0.f, A = 0.f;
     #pragma unroll
-    for (int c = 0; c < CLUSTER; ++c) M = fmaxf(M, pm[c]);
+    for (int c = 0; c < CLUSTER; ++c) M = fmaxf(M, rcv_m[c * 8 + g]);
     #pragma unroll
-    for (int c = 0; c < CLUSTER; ++c) { const float w = ex2(pm[c] - M); L += w * pl[c]; A += w * pa[c]; }
+    for (int c = 0; c < CLUSTER; ++c) {
+      const float w = ex2(rcv_m[c * 8 + g] - M);
+      L += w * rcv_l[c * 8 + g]; A += w * rcv_acc[c * PER + i];
+    }
     if (n_clusters == 1) {
       out[(size_t)(kvh * G + g) * D + d] = A / L;
     } else {  // publish this cluster's merged partial
@@ -404,10 +415,7 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
       if (d == 0) { ws_m[hrow + cluster_id] = M; ws_l[hrow + cluster_id] = L; }
     }
   }
-  if (n_clusters == 1) {
-    cluster_sync();  // peers keep their shared memory until everyone has read it
-    return;
-  }
+  if (n_clusters == 1) return;  // nobody reads a peer's shared memory after the barrier
   // Several clusters: the last cluster to draw a ticket merges all clusters' partials.
   __threadfence();
   cluster_sync();
@@ -419,8 +427,8 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
   }
   cluster_sync();
   if (__float_as_int(ld_peer(peer_addr(smem_addr(flag_s), 0)))) {
-    for (int i = tid; i < per; i += NT) {
-      const int o = rank * per + i, g = o / D, d = o % D;
+    for (int i = tid; i < PER; i += NT) {
+      const int o = rank * PER + i, g = o / D, d = o % D;
       const size_t hrow = (size_t)(kvh * G + g) * ncl;
       float M2 = NEG_INF, L2 = 0.f, A2 = 0.f;
       for (int c = 0; c < n_clusters; ++c) {
@@ -436,10 +444,11 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
 """
 
 
-def smem_bytes(group: int) -> int:
-    """Dynamic shared memory of one CTA for G = group query heads per kv head (the kernel's layout)."""
+def smem_bytes(group: int, cluster: int = CLUSTER) -> int:
+    """Dynamic shared memory of one CTA for G = group query heads per kv head in clusters of `cluster`
+    (the kernel's layout)."""
     kv = NBUF * 2 * TILE * HEAD_DIM * 2
-    floats = 8 * HEAD_DIM + 2 * HEAD_DIM + 32 + 32 + 8 * 4 + group * HEAD_DIM + 4
+    floats = 8 * HEAD_DIM + 2 * HEAD_DIM + 32 + 32 + 8 * 2 + group * HEAD_DIM + 4 + 2 * 8 * cluster + group * HEAD_DIM
     return kv + floats * 4 + 2 * 8 * 72 * 2
 
 
@@ -456,7 +465,8 @@ def _kernel(device_index: int, hq: int, hkv: int, cluster: int, min_chunk: int, 
     src = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
-    return _cuda_rtc.CudaKernel(cubin, "attn_cluster", torch.device("cuda", device_index), smem_bytes(g), cluster)
+    return _cuda_rtc.CudaKernel(cubin, "attn_cluster", torch.device("cuda", device_index), smem_bytes(g, cluster),
+                               cluster)
 
 
 def supported(num_heads: int, num_kv_heads: int, head_dim: int, cache_dtype: torch.dtype, device) -> bool:
