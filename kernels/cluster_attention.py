@@ -41,6 +41,7 @@ THREADS = 256
 TILE = 64
 NBUF = 2
 MIN_CHUNK = 64
+PROBE_DEFINES = {"TRACE": 0}  # TRACE 1: timing probe (scripts/trace_cluster_attention.py), wrong outputs at long context
 CLUSTER = 16  # CTAs per cluster: 16 x 64-row splits = contexts up to 1024 rows merge in one cluster
 
 _SOURCE = r"""
@@ -200,6 +201,18 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
   if (chunk < MIN_CHUNK) chunk = MIN_CHUNK;
   const int n_active = (n_ctx + chunk - 1) / chunk;
   if (cluster_id * CLUSTER >= n_active) return;  // the whole cluster is past the context
+#if TRACE  // probe: %globaltimer stamps of CTA 0 and of kv head 0's owner CTA, per launch, into ws_acc
+  int tw = blockIdx.x == 0 ? 0 : (kvh == 0 && split * chunk <= pos && pos < split * chunk + chunk) ? 1 : -1;
+  int tl_ = 0;
+  if (tw >= 0 && threadIdx.x == 0) tl_ = atomicAdd(cnt + tw, 1);
+  if (tl_ >= HQ * D / 40) tw = -1;  // ws_acc holds HQ * D / 2 stamps
+  unsigned long long* trace = (unsigned long long*)ws_acc + (tl_ * 2 + tw) * 10;
+#define STAMP(k) do { if (tw >= 0 && threadIdx.x == 0) { unsigned long long t_; \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)); trace[k] = t_; } } while (0)
+#else
+#define STAMP(k) do {} while (0)
+#endif
+  STAMP(0);
   // Peers write into this CTA's shared memory later: the barrier's wait (before the first such
   // write) guarantees that every CTA of the cluster has started.
   asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
@@ -241,6 +254,7 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
   for (int i = G * D + tid; i < 8 * D; i += NT) q_s[i] = 0.f;  // padding heads of the MMAs
 
   pdl_wait();  // qkv is written by the previous kernel
+  STAMP(1);
 
   for (int h = warp; h <= G; h += NT / 32) {  // G query heads, then (h == G) the new k
     const float* src = qkv + (size_t)(h < G ? kvh * G + h : HQ + kvh) * D;
@@ -261,6 +275,7 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
   }
   if (tid < D) vnew_s[tid] = qkv[(size_t)(HQ + HKV + kvh) * D + tid];
   __syncthreads();
+  STAMP(2);
   if (owner) {  // append the new row; nobody in this launch reads row pos from the cache
     if (tid < D) {
       k_cache[cache_off + (size_t)pos * D + tid] = to_cache(knew_s[tid]);
@@ -289,6 +304,7 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
       split2(qr[8], qr[9], qh[ks][1], ql[ks][1]);
     }
   }
+  STAMP(3);
   float m_run0 = NEG_INF, m_run1 = NEG_INF, l0 = 0.f, l1 = 0.f;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};  // O^T: (dim 16w+gr, head 2c), (.., 2c+1), (dim +8, 2c), (.., 2c+1)
   for (int t = 0; t < n_tiles; ++t) {
@@ -358,6 +374,7 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
 #if !EARLY
   pdl_trigger();  // only the epilogue and the combine are left
 #endif
+  STAMP(4);
 
   // This CTA's partial: row sums over the QK warps, the new row merged in fp32 (owner), in smem.
   if (warp < 4) {
@@ -375,6 +392,7 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
     if (h0 + 1 < G) { part_acc[(h0 + 1) * D + d0] = acc[1]; part_acc[(h0 + 1) * D + d0 + 8] = acc[3]; }
   }
   __syncthreads();
+  STAMP(5);
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
   // Push this CTA's partial to the CTAs that merge it (CTA j merges outputs [j*PER, (j+1)*PER)):
   // remote stores need no reply, and after the cluster barrier every CTA merges from its own memory.
@@ -393,7 +411,9 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
       st_peer(peer_addr(smem_addr(rcv_l + rank * 8 + g), d), l);
     }
   }
+  STAMP(6);
   cluster_sync();
+  STAMP(7);
 
   // Each CTA of the cluster merges its 1/CLUSTER slice of the G*D outputs.
   const int ncl = S / CLUSTER;
@@ -415,7 +435,13 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
       if (d == 0) { ws_m[hrow + cluster_id] = M; ws_l[hrow + cluster_id] = L; }
     }
   }
-  if (n_clusters == 1) return;  // nobody reads a peer's shared memory after the barrier
+  if (n_clusters == 1) {  // nobody reads a peer's shared memory after the barrier
+#if TRACE
+    __syncthreads();
+#endif
+    STAMP(8);
+    return;
+  }
   // Several clusters: the last cluster to draw a ticket merges all clusters' partials.
   __threadfence();
   cluster_sync();
@@ -457,11 +483,11 @@ _NORM_KIND = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, hq: int, hkv: int, cluster: int, min_chunk: int, cache_half: bool,
-            norm_kind: int | None, early: bool = False):
+            norm_kind: int | None, early: bool = False, probe: tuple = ()):
     g = hq // hkv
     defines = {"G": g, "HQ": hq, "HKV": hkv, "CLUSTER": cluster, "MIN_CHUNK": min_chunk,
                "CACHE_HALF": int(cache_half), "HAS_NORM": int(norm_kind is not None), "NORM_KIND": norm_kind or 0,
-               "EARLY": int(early)}
+               "EARLY": int(early), **PROBE_DEFINES}
     src = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
@@ -524,7 +550,7 @@ def cluster_attention(qkv, pos, k_cache, v_cache, cos, sin, out, workspace: Clus
     dev = qkv.device
     kern = _kernel(dev.index if dev.index is not None else torch.cuda.current_device(), hq, hkv, ws.cluster,
                    ws.min_chunk, k_cache.dtype == torch.float16, None if q_norm is None else _NORM_KIND[q_norm.dtype],
-                   early)
+                   early, tuple(PROBE_DEFINES.values()))
     p = ctypes.c_void_p
     args = [p(qkv.data_ptr()), p(pos.data_ptr()), p(k_cache.data_ptr()), p(v_cache.data_ptr()),
             p(cos.data_ptr()), p(sin.data_ptr()),
