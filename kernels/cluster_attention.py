@@ -10,9 +10,12 @@ roundup(cdiv(pos+1, S), 64)). What Triton cannot do and this kernel does:
     launch); only q, the new k/v row and RoPE come after the wait.
   - The split-KV combine happens in distributed shared memory: each of the C CTAs of a cluster
     merges a 1/C slice of the heads' outputs; the CTAs push their (max, sum, acc) partials of
-    every slice into the shared memory of the slice's CTA (remote stores), one cluster barrier,
-    then each CTA merges from its own shared memory. With C=16 and
-    64-row splits, a context of up to 1024 rows is one cluster: no global workspace, no atomics.
+    every slice into the shared memory of the slice's CTA with st.async, which counts the bytes
+    on the receiver's mbarrier, so each CTA merges as soon as its own slice is complete (no
+    cluster barrier, no remote loads). With C=16 and 64-row splits, a context of up to 1024 rows
+    is one cluster: no global workspace, no atomics.
+  - early=True releases the next kernel (PDL) at the start, so that a next kernel whose CTAs fit
+    beside these (the runner's streamed o_proj) loads its weights while attention runs.
   - Longer contexts have several active clusters; each writes its merged partial to a global
     workspace and the last cluster to draw a ticket (acq_rel atomic) merges them.
 Dots run on tensor cores (mma.sync m16n8k16, fp32 accumulate) with the heads as the 8-wide MMA
@@ -41,7 +44,8 @@ THREADS = 256
 TILE = 64
 NBUF = 2
 MIN_CHUNK = 64
-PROBE_DEFINES = {"TRACE": 0}  # TRACE 1: timing probe (scripts/trace_cluster_attention.py), wrong outputs at long context
+# TRACE 1: a timing probe (scripts/trace_cluster_attention.py), its stamps overwrite the multi-cluster workspace
+PROBE_DEFINES = {"TRACE": 0}
 CLUSTER = 16  # CTAs per cluster: 16 x 64-row splits = contexts up to 1024 rows merge in one cluster
 
 _SOURCE = r"""
@@ -110,8 +114,21 @@ __device__ __forceinline__ u32 peer_addr(u32 local, u32 rank) {
 __device__ __forceinline__ float ld_peer(u32 addr) {
   float v; asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory"); return v;
 }
-__device__ __forceinline__ void st_peer(u32 addr, float v) {
-  asm volatile("st.shared::cluster.f32 [%0], %1;" :: "r"(addr), "f"(v) : "memory");
+// Remote stores that count their bytes on the receiving CTA's mbarrier (no cluster barrier needed).
+__device__ __forceinline__ void st_async4(u32 addr, float4 v, u32 bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];"
+               :: "r"(addr), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void st_async2(u32 addr, float a, float b, u32 bar) {
+  asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v2.f32 [%0], {%1, %2}, [%3];"
+               :: "r"(addr), "f"(a), "f"(b), "r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait_cluster(u32 bar, u32 parity) {
+  u32 done = 0;
+  do {
+    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2; "
+                 "selp.u32 %0, 1, 0, p; }" : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
 }
 __device__ __forceinline__ float ld_cg(const float* p) {
   float v; asm volatile("ld.global.cg.f32 %0, [%1];" : "=f"(v) : "l"(p) : "memory"); return v;
@@ -182,11 +199,10 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
   float* snew_s = lsum_s + 32;              // [8] score of the new row
   float* mrun_s = snew_s + 8;               // [8] running max after the loop
   float* part_acc = mrun_s + 8;             // [G][D] unnormalised output
-  int* flag_s = (int*)(part_acc + G * D);   // [4]
-  float* rcv_m = (float*)(flag_s + 4);      // [CLUSTER][8] the peers' partials pushed here: max
-  float* rcv_l = rcv_m + CLUSTER * 8;       // [CLUSTER][8] sum
-  float* rcv_acc = rcv_l + CLUSTER * 8;     // [CLUSTER][PER] accumulators of this CTA's outputs
-  u16* phi_s = (u16*)(rcv_acc + G * D);     // [8][PS] probabilities of the tile, 16-bit high part
+  int* flag_s = (int*)(part_acc + G * D);   // [4]: [0..1] the mbarrier counting pushed bytes, [2] flag
+  float* rcv_acc = (float*)(flag_s + 4);    // [CLUSTER][PER] the peers' partials pushed here: accumulators
+  float* rcv_ml = rcv_acc + G * D;          // [CLUSTER][8][2] (max, sum) per head
+  u16* phi_s = (u16*)(rcv_ml + CLUSTER * 16);  // [8][PS] probabilities of the tile, 16-bit high part
   u16* plo_s = phi_s + 8 * PS;              // [8][PS] remainder
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   // Clusters are numbered kv head fastest, so the first clusters of every head (the only active
@@ -213,9 +229,16 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
 #define STAMP(k) do {} while (0)
 #endif
   STAMP(0);
-  // Peers write into this CTA's shared memory later: the barrier's wait (before the first such
-  // write) guarantees that every CTA of the cluster has started.
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+  // Peers push their partials into this CTA's shared memory later, counted on rbar: the barrier's
+  // wait (before the first push) guarantees that every CTA has started and initialised its rbar.
+  const u32 rbar = smem_addr(flag_s);
+  if (tid == 0) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(rbar) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;"
+                 :: "r"(rbar), "r"((u32)(CLUSTER * (PER + 2 * G) * 4)) : "memory");
+  }
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
   const int n_clusters = (n_active + CLUSTER - 1) / CLUSTER;
   const int start = split * chunk;
   const int end = min(start + chunk, n_ctx);
@@ -394,25 +417,32 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
   __syncthreads();
   STAMP(5);
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-  // Push this CTA's partial to the CTAs that merge it (CTA j merges outputs [j*PER, (j+1)*PER)):
-  // remote stores need no reply, and after the cluster barrier every CTA merges from its own memory.
-  for (int o = tid; o < G * D; o += NT) {
+  // Push this CTA's partial to the CTAs that merge it (CTA j merges outputs [j*PER, (j+1)*PER)) with
+  // remote stores counted on the receiver's rbar: no reply, no cluster barrier; each CTA then merges
+  // from its own shared memory once its 16 peers' bytes are in.
+  for (int o = 4 * tid; o < G * D; o += 4 * NT) {  // 4 outputs of one head per thread (PER % 4 == 0)
     const int g = o / D, d = o % D;
-    float a = part_acc[o];
+    float4 a = *(const float4*)(part_acc + o);
+    if (owner) {
+      const float m = mrun_s[g], sn = snew_s[g], mn = fmaxf(m, sn), al = ex2(m - mn), b = ex2(sn - mn);
+      a.x = a.x * al + b * vnew_s[d]; a.y = a.y * al + b * vnew_s[d + 1];
+      a.z = a.z * al + b * vnew_s[d + 2]; a.w = a.w * al + b * vnew_s[d + 3];
+    }
+    const u32 dst = o / PER;
+    st_async4(peer_addr(smem_addr(rcv_acc + rank * PER + o % PER), dst), a, peer_addr(rbar, dst));
+  }
+  for (int t = tid; t < CLUSTER * G; t += NT) {  // head g's (max, sum) to every CTA
+    const int dst = t / G, g = t % G;
     float l = lsum_s[g] + lsum_s[8 + g] + lsum_s[16 + g] + lsum_s[24 + g];
     float m = mrun_s[g];
     if (owner) {
       const float sn = snew_s[g], mn = fmaxf(m, sn), al = ex2(m - mn), b = ex2(sn - mn);
-      a = a * al + b * vnew_s[d]; l = l * al + b; m = mn;
+      l = l * al + b; m = mn;
     }
-    st_peer(peer_addr(smem_addr(rcv_acc + rank * PER + o % PER), o / PER), a);
-    if (d < CLUSTER) {  // head g's max and sum to every CTA
-      st_peer(peer_addr(smem_addr(rcv_m + rank * 8 + g), d), m);
-      st_peer(peer_addr(smem_addr(rcv_l + rank * 8 + g), d), l);
-    }
+    st_async2(peer_addr(smem_addr(rcv_ml + (rank * 8 + g) * 2), dst), m, l, peer_addr(rbar, dst));
   }
   STAMP(6);
-  cluster_sync();
+  mbar_wait_cluster(rbar, 0);
   STAMP(7);
 
   // Each CTA of the cluster merges its 1/CLUSTER slice of the G*D outputs.
@@ -421,11 +451,11 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
     const int o = rank * PER + i, g = o / D, d = o % D;
     float M = NEG_INF, L = 0.f, A = 0.f;
     #pragma unroll
-    for (int c = 0; c < CLUSTER; ++c) M = fmaxf(M, rcv_m[c * 8 + g]);
+    for (int c = 0; c < CLUSTER; ++c) M = fmaxf(M, rcv_ml[(c * 8 + g) * 2]);
     #pragma unroll
     for (int c = 0; c < CLUSTER; ++c) {
-      const float w = ex2(rcv_m[c * 8 + g] - M);
-      L += w * rcv_l[c * 8 + g]; A += w * rcv_acc[c * PER + i];
+      const float w = ex2(rcv_ml[(c * 8 + g) * 2] - M);
+      L += w * rcv_ml[(c * 8 + g) * 2 + 1]; A += w * rcv_acc[c * PER + i];
     }
     if (n_clusters == 1) {
       out[(size_t)(kvh * G + g) * D + d] = A / L;
@@ -449,10 +479,10 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
     const int t = ticket_add(cnt + kvh);
     const int last = t == n_clusters - 1;
     if (last) cnt[kvh] = 0;  // ready for the next launch
-    flag_s[0] = last;
+    flag_s[2] = last;
   }
   cluster_sync();
-  if (__float_as_int(ld_peer(peer_addr(smem_addr(flag_s), 0)))) {
+  if (__float_as_int(ld_peer(peer_addr(smem_addr(flag_s + 2), 0)))) {
     for (int i = tid; i < PER; i += NT) {
       const int o = rank * PER + i, g = o / D, d = o % D;
       const size_t hrow = (size_t)(kvh * G + g) * ncl;
@@ -474,7 +504,7 @@ def smem_bytes(group: int, cluster: int = CLUSTER) -> int:
     """Dynamic shared memory of one CTA for G = group query heads per kv head in clusters of `cluster`
     (the kernel's layout)."""
     kv = NBUF * 2 * TILE * HEAD_DIM * 2
-    floats = 8 * HEAD_DIM + 2 * HEAD_DIM + 32 + 32 + 8 * 2 + group * HEAD_DIM + 4 + 2 * 8 * cluster + group * HEAD_DIM
+    floats = 8 * HEAD_DIM + 2 * HEAD_DIM + 32 + 32 + 8 * 2 + group * HEAD_DIM + 4 + group * HEAD_DIM + 16 * cluster
     return kv + floats * 4 + 2 * 8 * 72 * 2
 
 

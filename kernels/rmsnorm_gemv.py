@@ -31,8 +31,7 @@ def _x_chunk(x_ptr, norm_w_ptr, k_offs, K, HAS_NORM: tl.constexpr):
 
 @triton.jit
 def _rmsnorm_rows_dot(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps,
-                      HAS_NORM: tl.constexpr, USE_PDL: tl.constexpr, BLOCK_K: tl.constexpr,
-                      EARLY: tl.constexpr = False):
+                      HAS_NORM: tl.constexpr, USE_PDL: tl.constexpr, BLOCK_K: tl.constexpr):
     """W[rows] @ (rmsnorm(x) * norm_w) in fp32 -> [BLOCK_N] (no norm without HAS_NORM).
 
     The main loop of every fused-norm GEMV here (also lm_head_argmax): the first weight tile is
@@ -45,8 +44,6 @@ def _rmsnorm_rows_dot(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps,
     w = tl.load(w_rows + cols[None, :], mask=row_mask[:, None] & (cols[None, :] < K), other=0.0)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the activation is written by the previous kernel
-        if EARLY:
-            tl.extra.cuda.gdc_launch_dependents()
     x, sq = _x_chunk(x_ptr, norm_w_ptr, cols, K, HAS_NORM)
     acc = w.to(tl.float32) * x[None, :]  # [BLOCK_N, BLOCK_K]
     ssq = sq  # [BLOCK_K] running sum of x^2 (every program does it; x is L2-resident)
@@ -56,7 +53,7 @@ def _rmsnorm_rows_dot(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps,
         x, sq = _x_chunk(x_ptr, norm_w_ptr, k_offs, K, HAS_NORM)
         acc += w.to(tl.float32) * x[None, :]
         ssq += sq
-    if USE_PDL and not EARLY:
+    if USE_PDL:
         # Weights streamed: let the next kernel launch now so its prologue overlaps our tail.
         # (Not earlier: a kernel that triggers at its start lets a chain of waiting kernels pile up.)
         tl.extra.cuda.gdc_launch_dependents()
@@ -78,12 +75,12 @@ def _rmsnorm_rows_dot(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps,
 def _rmsnorm_gemv_kernel(
     x_ptr, w_ptr, norm_w_ptr, bias_ptr, out_ptr, N, K, eps,
     HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EARLY: tl.constexpr = False,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BLOCK_N]
     row_mask = rows < N
-    y = _rmsnorm_rows_dot(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps, HAS_NORM, USE_PDL, BLOCK_K, EARLY)
+    y = _rmsnorm_rows_dot(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps, HAS_NORM, USE_PDL, BLOCK_K)
     if HAS_BIAS:
         y += tl.load(bias_ptr + rows, mask=row_mask, other=0.0).to(tl.float32)
     tl.store(out_ptr + rows, y, mask=row_mask)
@@ -98,7 +95,6 @@ def rmsnorm_gemv(
     bias: torch.Tensor | None = None,
     *,
     pdl: bool = False,
-    early: bool = False,
 ) -> torch.Tensor:
     """out[N] = W[N, K] @ (x * rsqrt(mean(x^2) + eps) * norm_w) + bias; no norm when norm_w is None."""
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
@@ -113,7 +109,7 @@ def rmsnorm_gemv(
     cfg = gemv_config(n, k)
     _rmsnorm_gemv_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
         x, w, norm_w if norm_w is not None else x, bias if bias is not None else out, out, n, k, eps,
-        HAS_NORM=norm_w is not None, HAS_BIAS=bias is not None, USE_PDL=pdl, EARLY=early,
+        HAS_NORM=norm_w is not None, HAS_BIAS=bias is not None, USE_PDL=pdl,
         **cfg, **pdl_launch_kwargs(pdl, w.device),
     )
     return out

@@ -1,13 +1,13 @@
 """The greedy step with each op's kernel chosen per variant (GPU only): what the "overlap" GEMVs and
-stream_mlp were picked from (kernels/PERF.md, eighth session).
+stream_mlp were picked from (kernels/PERF.md, eighth and ninth sessions).
 
     PYTHONPATH=.:scripts python scripts/probe_overlap.py SHAPES VARIANTS
     e.g. ... qwen2.5-coder-1.5b base,qkv64+gu120+oE,qkv64+oE+mlp170c1
 
 A variant joins tokens with "+": qkvN / oN / guN / dnN stream that GEMV (kernels.stream_gemv) with
 an N KB ring (qkvNS / oNS / guNS: and release the next kernel at its start); oE / dE make the Triton
-o_proj / down release the next kernel right after their PDL wait (qE: the Triton QKV); aE makes the CUDA attention release it
-at its start; mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
+o_proj / down release the next kernel right after their PDL wait; aE makes the CUDA attention release
+it at its start; mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
 variant: the relative difference of one layer stack's output from the first variant's, and us per
 step (median of 3 rounds of 100 replays, variants alternating). Prints a table last.
 """
@@ -26,7 +26,7 @@ from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.rmsnorm_gemv import rmsnorm_gemv
 
 def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
-    d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "qE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8, "aE": False, "S": set()}
+    d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8, "aE": False, "S": set()}
     for t in v.split("+"):
         if t.endswith("S") and t[-2:-1].isdigit():  # a streamed op that releases the next kernel at its start
             t = t[:-1]; d["S"].add(t.rstrip("0123456789"))
@@ -36,7 +36,7 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
             b, _, c = t[3:].partition("c"); d["mlp"] = int(b) * 1024; d["cl"] = int(c or 8)
         elif t.startswith("dn"): d["dn"] = int(t[2:]) * 1024
         elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
-        elif t in ("oE", "dE", "aE", "qE"): d[t] = True
+        elif t in ("oE", "dE", "aE"): d[t] = True
     return d
 
 CUR = {}
@@ -47,8 +47,7 @@ def layers(self):
             stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
                                        budget=d["qkv"], early="qkv" in d["S"])
         else:
-            rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl,
-                         early=d["qE"])
+            rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
         if d["aE"] and self._attend is cluster.cluster_attention:
             self._attend(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
                          self.attn, self.ws, self.scale, q_norm=layer.q_norm, k_norm=layer.k_norm, eps=eps, pdl=pdl,

@@ -17,7 +17,7 @@ from _probe_engine import greedy_graph, random_engine
 from kernels import cluster_attention as cluster
 
 STAMPS = ["start", "PDL wait returned", "q, k, v loaded + RoPE", "new row + q fragments", "tile loop done",
-          "partial in smem", "partials pushed", "cluster barrier passed", "merged + stored"]
+          "partial in smem", "partials pushed", "peers' partials received", "merged + stored"]
 
 
 def main():
