@@ -1,9 +1,10 @@
 """Batch-1 GEMVs in CUDA C whose weights stream through a shared-memory ring (TMA bulk copies),
 several GEMVs per launch. Hopper (sm_90+) with NVRTC only; weights bf16/fp16 with K a multiple of 16.
-The runner's "overlap" GEMVs (FastRunner.use_gemv; the default for hidden sizes <= 1536 at short
-context) run QKV and gate/up with it, with rings small enough (`budget`) to share an SM with the
-kernel before them, so their weights arrive while that kernel runs (kernels/PERF.md, eighth
-session); chains and stream_mlp are correct but not faster in the step (opt-in / probes only).
+The runner's "overlap" GEMVs (FastRunner.use_gemv; the default at short context) run o_proj, and
+for hidden sizes <= 1536 also QKV and gate/up, with it, in rings small enough (`budget`) to share an
+SM with the kernel before them, which releases them early, so their weights arrive while that
+kernel runs (kernels/PERF.md, eighth and ninth sessions); chains and stream_mlp are correct but not
+faster in the step (opt-in / probes only).
 
 The ops are those of the Triton kernels, with the same contracts and references:
     "rmsnorm_gemv"  out = W @ (rmsnorm(x) * norm_w) + bias    (kernels.rmsnorm_gemv; QKV)
@@ -31,7 +32,10 @@ wide as the budget allows (copies of 0.75 / 1.5 / 3 KB stream gate/up at 1.8 / 2
 gate/up alone 15.4 us vs 16.7 for Triton, a chained layer 35.6 us vs 31.5 (down, the activation
 round trips and the grid barriers lose it). In the decode step (eighth session): QKV (64 KB ring) +
 gate/up (120 KB) launched early 1099 -> 1068-1072 us on 1.5B; slower for hidden 2048 and beside the
-Triton attention; stream_mlp level (1073.5 with the same QKV).
+Triton attention; stream_mlp level (1073.5 with the same QKV). Ninth session: o_proj (80 KB ring,
+its whole slice) launched at the attention's start (early=True there) and releasing gate/up at its
+own start (early=True): 1.5B 1068 -> ~1056 us; o_proj alone for hidden 2048: Qwen3 1178 -> 1127, 3B
+1933 -> 1891 (streamed gate/up at K = 2048 is still much slower there).
 PROBE_DEFINES (NO_COMPUTE, NO_BARRIER, TRACE) are for scripts/probe_stream_gemv.py only.
 """
 

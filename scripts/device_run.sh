@@ -2,7 +2,8 @@
 # One call on the GPU machine: GPU tests, kernel micro-benchmarks, decode benchmarks.
 # Usage (from the repo root on the device): bash scripts/device_run.sh [quick|tests|bench|all|sweep|attention|gemv]
 # (sweep: the in-step GEMV config sweep of kernels/sweep_gemv.py for each shape, ~1 min each;
-#  attention: the CUDA cluster attention's GPU tests, then the step with it vs the Triton kernel;
+#  attention: the CUDA cluster attention's GPU tests, then the step with it vs the Triton kernel,
+#  then its in-step %globaltimer trace;
 #  gemv: the CUDA GEMVs of kernels/stream_gemv.py: their GPU tests, the engine test against the
 #  Triton GEMVs, the per-op / traced probe of scripts/probe_stream_gemv.py, then the step with
 #  each use_gemv mode)
@@ -40,6 +41,7 @@ if [[ $what == attention ]]; then
   step cluster-tests python3 -m pytest -m gpu tests/kernels/test_cluster_attention.py -x -q -p no:cacheprovider -o addopts=""
   step inference-gpu-tests python3 -m pytest -m gpu tests/inference -q -p no:cacheprovider -o addopts=""
   step ab-attention python3 scripts/ab_step.py --what attention
+  step trace-attention timeout 120 python3 scripts/trace_cluster_attention.py
 fi
 if [[ $what == gemv ]]; then
   step stream-tests timeout 300 python3 -m pytest -m gpu tests/kernels/test_stream_gemv.py -x -q -p no:cacheprovider -o addopts=""

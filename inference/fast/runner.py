@@ -20,8 +20,9 @@ the first step); the residual stream stays in float32 (a few KB).
 use_gemv("overlap") runs o_proj with kernels.stream_gemv (CUDA C, weights streamed through shared
 memory from before the PDL wait) in a ring small enough to share an SM with the cluster attention,
 which releases it at its start: o_proj's weights are in shared memory when attention ends. Up to
-STREAM_MAX_HIDDEN QKV and gate/up stream too, QKV's CTAs loading during down_proj and gate/up's during
-attention and o_proj (which then releases it at its start). "auto" picks it beside the CUDA attention;
+STREAM_MAX_HIDDEN QKV and gate/up stream too: QKV's CTAs load as soon as down_proj's programs leave
+room, gate/up's during attention and o_proj (which then releases it at its start). "auto" picks it
+beside the CUDA attention;
 use_gemv("cuda") all four GEMVs, as two launches per layer: attention, then o_proj + gate/up + down
 + the next layer's QKV in one stream_gemv chain.
 
@@ -58,11 +59,10 @@ RING = 256  # host ring slots for sampled tokens; the engine reads each within L
 # 64-row splits per kv head), the Triton kernel from here on (measured: kernels/PERF.md).
 CUDA_ATTENTION_CONTEXT = cluster.CLUSTER * cluster.MIN_CHUNK
 # "overlap" GEMVs, beside the CUDA attention: shared memory per CTA of the streamed o_proj (its whole
-# 16-row slice for hidden 1536 and 2048, loaded while attention runs), QKV (the 1.5B's whole slice,
-# loaded during down_proj) and gate/up (beside o_proj's and attention's CTAs); QKV and gate/up stream
-# only up to STREAM_MAX_HIDDEN (measured, greedy step at ctx 512, kernels/PERF.md: 1.5B 1099 -> 1056
-# us; hidden 2048 with o_proj alone: Qwen3 1178 -> 1127, 3B 1933 -> 1891; streamed QKV and gate/up
-# are slower there).
+# 16-row slice for hidden 1536 and 2048, loaded while attention runs), QKV (the 1.5B's whole slice)
+# and gate/up (beside o_proj's CTAs); QKV and gate/up stream only up to STREAM_MAX_HIDDEN (measured,
+# greedy step at ctx 512, kernels/PERF.md ninth session: Triton GEMVs -> overlap 1.5B 1094 -> 1047 us,
+# Qwen3 1155 -> 1102, 3B 1899 -> 1847; streamed QKV and gate/up are slower for hidden 2048).
 O_BUDGET, QKV_BUDGET, GATE_UP_BUDGET, STREAM_MAX_HIDDEN = 80 * 1024, 64 * 1024, 120 * 1024, 1536
 
 
