@@ -19,7 +19,6 @@ import torch
 
 from _probe_engine import greedy_graph, random_engine, replay_us
 from inference.fast.runner import FastRunner
-from kernels import cluster_attention as cluster
 from kernels import stream_gemv as stream
 from kernels.gemv_residual import gemv_residual, _gemv_residual_kernel
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
@@ -48,12 +47,7 @@ def layers(self):
                                        budget=d["qkv"], early="qkv" in d["S"])
         else:
             rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
-        if d["aE"] and self._attend is cluster.cluster_attention:
-            self._attend(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
-                         self.attn, self.ws, self.scale, q_norm=layer.q_norm, k_norm=layer.k_norm, eps=eps, pdl=pdl,
-                         early=True)
-        else:
-            self._attention(i)
+        self._attention(i, early=d["aE"])
         if d["o"]:
             stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=d["o"], early="o" in d["S"])
         else:
