@@ -3,7 +3,7 @@ several GEMVs per launch. Hopper (sm_90+) with NVRTC only; weights bf16/fp16 wit
 The runner's "overlap" GEMVs (FastRunner.use_gemv; the default at short context) run o_proj, and
 for hidden sizes <= 1536 also QKV and gate/up, with it, in rings small enough (`budget`) to share an
 SM with the kernel before them, which releases them early, so their weights arrive while that
-kernel runs (kernels/PERF.md, eighth and ninth sessions); chains and stream_mlp are correct but not
+kernel runs (kernels/PERF.md, eighth to tenth sessions); chains and stream_mlp are correct but not
 faster in the step (opt-in / probes only).
 
 The ops are those of the Triton kernels, with the same contracts and references:
@@ -35,8 +35,11 @@ gate/up (120 KB) launched early 1099 -> 1068-1072 us on 1.5B; slower for hidden 
 Triton attention; stream_mlp level (1073.5 with the same QKV). Ninth session: o_proj (80 KB ring,
 its whole slice) launched at the attention's start (early=True there) and releasing gate/up at its
 own start (early=True): 1.5B 1068 -> ~1056 us; o_proj alone for hidden 2048: Qwen3 1178 -> 1127, 3B
-1933 -> 1891 (streamed gate/up at K = 2048 is still much slower there).
-PROBE_DEFINES (NO_COMPUTE, NO_BARRIER, TRACE) are for scripts/probe_stream_gemv.py only.
+1933 -> 1891 (streamed gate/up at K = 2048 is still much slower there). Tenth session (1.5B): gate/up
+with three slots (164 KB) under the all-shared carveout (`carveout=100`, so that it fits beside
+o_proj's CTAs) and a split skewed towards the CTAs that start first (`skew`): 1042 -> ~1018 us.
+PROBE_DEFINES (NO_COMPUTE, NO_BARRIER, TRACE) are for the probes only (scripts/probe_stream_gemv.py;
+TRACE 2: every CTA's timeline, scripts/trace_step_ctas.py).
 """
 
 from __future__ import annotations
@@ -59,7 +62,6 @@ MAX_PHASES = 4
 SMEM_BUDGET = 200 * 1024  # ring + row sums + activation (at 150 KB the chains' slots get narrow: slower)
 # for scripts/probe_stream_gemv.py only (NO_COMPUTE / NO_BARRIER = 1 give wrong results, for timing)
 PROBE_DEFINES = {"NO_COMPUTE": 0, "NO_BARRIER": 0, "TRACE": 0}
-CARVEOUT = None  # the driver picks the L1 / shared split (100%, all shared: ~1% slower in the step with Triton kernels)
 # mode -> (MODE, kernel name of a one-op launch: what profilers show), rows per unit
 MODES = {"rmsnorm_gemv": (0, "stream_rmsnorm_gemv", 1), "residual": (1, "stream_gemv_residual", 1),
          "gate_up": (2, "stream_gate_up_silu", 2), "down_t": (3, "stream_mlp", 1)}
@@ -77,17 +79,27 @@ typedef unsigned long long u64;
 
 struct Phase {  // one GEMV of the chain (mirrored by _Phase in Python)
   const unsigned char* w; const float* act; const void* norm_w; const void* bias; float* out;
-  int units, K, pad0, pad1;
+  int units, K, late, deficit;  // the last `late` CTAs take `deficit` fewer units each (they start later)
 };
 struct Params { Phase p[MAXP]; u32* sync; unsigned long long* trace; float eps; int pad; };
 
-// TRACE (probes only): CTA 0's consumer thread 0 writes (%globaltimer, code) pairs to prm.trace, each
-// read once the value it follows is available. code = 100 * phase + event.
-#if TRACE
+// TRACE (probes only): 1: CTA 0's consumer thread 0 writes (%globaltimer, code) pairs to prm.trace, each
+// read once the value it follows is available. code = 100 * phase + event. 2 (one-op launches): every CTA
+// writes 16 u64 at trace[16 * blockIdx.x]: times of its start, PDL wait passed, activation staged, first
+// slot landed, last slot consumed, outputs written, producer's last copy issued; its SM id; last slot landed.
+#if TRACE == 1
 #define STAMP(code, dep) do { unsigned long long t_; \
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_) : "f"((float)(dep)) : "memory"); \
   if (blockIdx.x == 0 && threadIdx.x == 0 && tn < 120) { trace[2 * tn] = t_; trace[2 * tn + 1] = (code); } \
   ++tn; } while (0)
+#elif TRACE == 2
+#define STAMP(code, dep) do { unsigned long long t_; \
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_) : "f"((float)(dep)) : "memory"); \
+  const int e_ = (code) % 100, sl_ = (code) == 900 ? 0 : (code) == 901 ? 6 : e_ == 0 ? 1 : e_ == 1 ? 2 : e_ == 3 ? 3 \
+                 : e_ == 4 ? 4 : 5; \
+  if (threadIdx.x == 0 || (code) == 901) { \
+    if (sl_ != 3 || tn == 0) trace[16 * blockIdx.x + sl_] = t_; \
+    if (sl_ == 3) { trace[16 * blockIdx.x + 8] = t_; tn = 1; } } } while (0)
 #else
 #define STAMP(code, dep) do {} while (0)
 #endif
@@ -166,9 +178,13 @@ __device__ __forceinline__ void mma(float* d, const u32* a, u32 b0, u32 b1) {
                : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ void unit_range(int units, int& u0, int& nu) {
-  u0 = (int)((long long)blockIdx.x * units / gridDim.x);
-  nu = (int)((long long)(blockIdx.x + 1) * units / gridDim.x) - u0;
+__device__ __forceinline__ int unit_start(const Phase& ph, int b) {
+  const long long u = ph.units + (long long)ph.late * ph.deficit;  // as if every CTA took a full share
+  return (int)((long long)b * u / gridDim.x) - ph.deficit * max(0, b - ((int)gridDim.x - ph.late));
+}
+__device__ __forceinline__ void unit_range(const Phase& ph, int& u0, int& nu) {
+  u0 = unit_start(ph, blockIdx.x);
+  nu = unit_start(ph, blockIdx.x + 1) - u0;
 }
 
 // All CTAs done with the previous phase (and its outputs visible) before any goes on.
@@ -189,7 +205,7 @@ __device__ __forceinline__ void grid_barrier(u32* count, u32 target) {
 template <int MODE, int KC>
 __device__ __forceinline__ void produce(const Phase& ph, int& s, unsigned char* ring, u64* full, u64* empty) {
   int u0, nu;
-  unit_range(ph.units, u0, nu);
+  unit_range(ph, u0, nu);
   const int nr = MODE == 2 ? 2 * nu : nu, K = ph.K;
   for (int g = 0; g < nr; g += MT) {
     const int rows = min(MT, nr - g);
@@ -247,7 +263,7 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
   constexpr int KS = KC / (16 * NWARP), NPRE = 2;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int u0, nu;
-  unit_range(ph.units, u0, nu);
+  unit_range(ph, u0, nu);
   const int nr = MODE == 2 ? 2 * nu : nu, K = ph.K;
   // What does not depend on the previous phase is loaded before waiting for it: norm weights, bias.
   float4 nwp[NPRE];
@@ -357,7 +373,7 @@ __device__ __forceinline__ void consume_down_t(const Phase& ph, int& s, const un
   constexpr int NW = (KC / 2 + NCONSUMER - 1) / NCONSUMER;
   const int tid = threadIdx.x, lane = tid & 31, KW = ph.K / 2;
   int u0, nu;
-  unit_range(ph.units, u0, nu);
+  unit_range(ph, u0, nu);
   float a0[NW], a1[NW];
 #pragma unroll
   for (int i = 0; i < NW; ++i) { a0[i] = 0.f; a1[i] = 0.f; }
@@ -442,9 +458,12 @@ extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(cons
 #endif
   int s = 0, tn = 0;
   unsigned long long* trace = prm.trace;
-  STAMP(900, 0.f);
+  if (tid == 0) STAMP(900, 0.f);
+#if TRACE == 2
+  if (tid == 0) { u32 sm_; asm("mov.u32 %0, %%smid;" : "=r"(sm_)); trace[16 * blockIdx.x + 7] = sm_; }
+#endif
   if (tid >= NCONSUMER) {  // producer warp: weights do not depend on the previous kernel, so no PDL wait
-    if (tid == NCONSUMER) { PRODUCE }
+    if (tid == NCONSUMER) { PRODUCE STAMP(901, 0.f); }
 #if MLP
     __syncwarp();
     mlp_tail(prm, part, false);
@@ -468,7 +487,7 @@ extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(cons
 class _Phase(ctypes.Structure):
     _fields_ = [("w", ctypes.c_void_p), ("act", ctypes.c_void_p), ("norm_w", ctypes.c_void_p),
                 ("bias", ctypes.c_void_p), ("out", ctypes.c_void_p), ("units", ctypes.c_int), ("K", ctypes.c_int),
-                ("pad0", ctypes.c_int), ("pad1", ctypes.c_int)]
+                ("late", ctypes.c_int), ("deficit", ctypes.c_int)]
 
 
 class _Params(ctypes.Structure):
@@ -500,15 +519,19 @@ def chunk(k: int, cap: int = MAX_KC) -> int:
     return -(-(-(-k // n)) // 128) * 128
 
 
-def plan(ops: list[Op] | tuple, sms: int, budget: int | None = None, cluster: int = 1) -> dict:
+def plan(ops: list[Op] | tuple, sms: int, budget: int | None = None, cluster: int = 1, skew: tuple = (0, 0)) -> dict:
     """Grid, ring stages and dynamic shared memory (bytes, at most `budget`, default SMEM_BUDGET) of
     a launch running `ops` in order. ops: Op or (mode, units, K) tuples. The grid is a multiple of
-    `cluster`."""
+    `cluster`. skew: (late, deficit), see stream_chain."""
     budget = budget or SMEM_BUDGET
     shapes = [(o.mode, o.units, o.w.shape[1]) if isinstance(o, Op) else o for o in ops]
     grid = max(1, min(sms, min(u for _, u, _ in shapes)))  # one CTA per SM
     grid = max(cluster, grid // cluster * cluster)
-    sums = max(-(-MODES[m][2] * -(-u // grid) // MT) * MT * NWARP for m, u, _ in shapes)  # partial sums, floats
+    late, deficit = skew
+    assert 0 <= late <= grid and deficit >= 0 and all(u + late * deficit >= grid * deficit for _, u, _ in shapes), \
+        "skew leaves a late CTA without units"
+    sums = max(-(-MODES[m][2] * -(-(u + late * deficit) // grid) // MT) * MT * NWARP
+               for m, u, _ in shapes)  # partial sums, floats
     xwords = max(k for _, _, k in shapes) * 3 // 2  # the activation as MMA fragments
     hs = 0
     if any(m == "down_t" for m, _, _ in shapes):  # stream_mlp: h and the down_proj partial
@@ -587,13 +610,18 @@ def _check(op: Op) -> None:
 
 
 def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1e-6, *, pdl: bool = False,
-                 trace: torch.Tensor | None = None, budget: int | None = None, early: bool = False) -> None:
+                 trace: torch.Tensor | None = None, budget: int | None = None, early: bool = False,
+                 carveout: int | None = None, skew: tuple[int, int] = (0, 0)) -> None:
     """Run `ops` (1 to MAX_PHASES GEMVs, same weight dtype) in order in ONE launch: the weights of
     all of them stream through the shared-memory ring without a break; between two ops every CTA
     waits at a grid barrier (counters in `sync`, int32 [2] zeros, needed for more than one op; they
     are back at zero after the launch). budget: shared memory per CTA in bytes (default SMEM_BUDGET;
     less lets the CTAs share an SM with the neighbouring kernels'). early: release the next kernel (PDL) as
-    soon as this one starts instead of after its wait."""
+    soon as this one starts instead of after its wait. carveout: the kernel's preferred shared-memory
+    carveout in percent (None: the driver's choice; 100 keeps SMs configured for the most shared memory,
+    so that a large ring still fits beside the kernel before it: the runner's 1.5B gate/up). skew: (late,
+    deficit): the last `late` CTAs (the scheduler starts CTAs in index order, so those that wait for a
+    free SM are the last ones) take `deficit` fewer units each, the others more."""
     assert 1 <= len(ops) <= MAX_PHASES, f"1 to {MAX_PHASES} ops per launch"
     for op in ops:
         _check(op)
@@ -602,39 +630,38 @@ def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1
     if len(ops) > 1:
         assert sync is not None and sync.dtype == torch.int32 and sync.numel() >= 2, "a chain needs sync counters"
     dev = ops[0].w.device.index if ops[0].w.device.index is not None else torch.cuda.current_device()
-    p = plan(ops, _sms(dev), budget)
+    p = plan(ops, _sms(dev), budget, skew=skew)
     sig = tuple((op.mode, -1 if op.norm_w is None else _KIND[op.norm_w.dtype],
                  -1 if op.bias is None else _KIND[op.bias.dtype], op.w.shape[1]) for op in ops)
-    kern = _kernel(dev, sig, w_dtype == torch.float16, p["stages"], p["sums"], p["smem"], CARVEOUT,
+    kern = _kernel(dev, sig, w_dtype == torch.float16, p["stages"], p["sums"], p["smem"], carveout,
                    (p["kc"], ROW_PAD), tuple(PROBE_DEFINES.values()), 1, p["xwords"], 0, early)
     prm = _Params()
     for i, op in enumerate(ops):
         prm.p[i] = _Phase(op.w.data_ptr(), op.act.data_ptr(), op.norm_w.data_ptr() if op.norm_w is not None else 0,
                           op.bias.data_ptr() if op.bias is not None else 0, op.out.data_ptr(), op.units,
-                          op.w.shape[1], 0, 0)
+                          op.w.shape[1], *skew)
     prm.sync = sync.data_ptr() if sync is not None else 0
-    prm.trace = trace.data_ptr() if trace is not None else 0  # int64 [240], with PROBE_DEFINES["TRACE"]
+    prm.trace = trace.data_ptr() if trace is not None else 0  # int64 [240] (TRACE 1), [16 * grid] (TRACE 2)
     prm.eps = eps
     kern.launch((p["grid"], 1, 1), THREADS, [prm], pdl=pdl)
 
 
-def stream_rmsnorm_gemv(x, w, out, norm_w=None, eps: float = 1e-6, bias=None, *, pdl: bool = False,
-                        budget: int | None = None, early: bool = False):
+# The one-op launches; `launch`: stream_chain's keyword options (pdl, budget, early, carveout, trace).
+def stream_rmsnorm_gemv(x, w, out, norm_w=None, eps: float = 1e-6, bias=None, **launch):
     """Same contract as kernels.rmsnorm_gemv.rmsnorm_gemv (reference: rmsnorm_gemv_ref)."""
-    stream_chain([Op("rmsnorm_gemv", w, x, out, norm_w, bias)], eps=eps, pdl=pdl, budget=budget, early=early)
+    stream_chain([Op("rmsnorm_gemv", w, x, out, norm_w, bias)], eps=eps, **launch)
     return out
 
 
-def stream_gemv_residual(a, w, x, *, pdl: bool = False, budget: int | None = None, early: bool = False):
+def stream_gemv_residual(a, w, x, **launch):
     """Same contract as kernels.gemv_residual.gemv_residual (reference: gemv_residual_ref)."""
-    stream_chain([Op("residual", w, a, x)], pdl=pdl, budget=budget, early=early)
+    stream_chain([Op("residual", w, a, x)], **launch)
     return x
 
 
-def stream_gate_up_silu(x, norm_w, eps: float, w_gate_up, out, *, pdl: bool = False, budget: int | None = None,
-                        early: bool = False):
+def stream_gate_up_silu(x, norm_w, eps: float, w_gate_up, out, **launch):
     """Same contract as kernels.gate_up_silu.rmsnorm_gate_up_silu (reference: rmsnorm_gate_up_silu_ref)."""
-    stream_chain([Op("gate_up", w_gate_up, x, out, norm_w)], eps=eps, pdl=pdl, budget=budget, early=early)
+    stream_chain([Op("gate_up", w_gate_up, x, out, norm_w)], eps=eps, **launch)
     return out
 
 
@@ -661,7 +688,7 @@ def stream_mlp(x, norm_w, eps: float, w_gate_up, w_down_t, sync, *, pdl: bool = 
     sms = _sms(dev)
     while True:  # all CTAs must be resident at once: at most as many clusters as the GPU holds
         p = plan(ops, sms, budget, cluster)
-        kern = _kernel(dev, sig, w_gate_up.dtype == torch.float16, p["stages"], p["sums"], p["smem"], CARVEOUT,
+        kern = _kernel(dev, sig, w_gate_up.dtype == torch.float16, p["stages"], p["sums"], p["smem"], None,
                        (p["kc"], ROW_PAD), tuple(PROBE_DEFINES.values()), cluster, p["xwords"], p["hs"])
         fit = kern.max_active_clusters(THREADS) * cluster if cluster > 1 else sms
         if p["grid"] <= fit:

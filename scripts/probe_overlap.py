@@ -7,7 +7,9 @@ stream_mlp were picked from (kernels/PERF.md, eighth and ninth sessions).
 A variant joins tokens with "+": qkvN / oN / guN / dnN stream that GEMV (kernels.stream_gemv) with
 an N KB ring (qkvNS / oNS / guNS: and release the next kernel at its start); oE / dE make the Triton
 o_proj / down release the next kernel right after their PDL wait; aE makes the CUDA attention release
-it at its start; mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
+it at its start; C: the CUDA kernels (streamed GEMVs, attention) prefer the all-shared carveout (100%);
+kL_D: the streamed gate/up's last L CTAs take D fewer units each (stream_chain skew);
+mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
 variant: the relative difference of one layer stack's output from the first variant's, and us per
 step (median of 3 rounds of 100 replays, variants alternating). Prints a table last.
 """
@@ -25,7 +27,8 @@ from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.rmsnorm_gemv import rmsnorm_gemv
 
 def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
-    d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8, "aE": False, "S": set()}
+    d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8, "aE": False, "C": False,
+         "k": (0, 0), "S": set()}
     for t in v.split("+"):
         if t.endswith("S") and t[-2:-1].isdigit():  # a streamed op that releases the next kernel at its start
             t = t[:-1]; d["S"].add(t.rstrip("0123456789"))
@@ -35,21 +38,24 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
             b, _, c = t[3:].partition("c"); d["mlp"] = int(b) * 1024; d["cl"] = int(c or 8)
         elif t.startswith("dn"): d["dn"] = int(t[2:]) * 1024
         elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
-        elif t in ("oE", "dE", "aE"): d[t] = True
+        elif t in ("oE", "dE", "aE", "C"): d[t] = True
+        elif t.startswith("k"): d["k"] = tuple(int(n) for n in t[1:].split("_"))
     return d
 
 CUR = {}
 def layers(self):
     d, w, eps, pdl = CUR, self.w, self.cfg.rms_norm_eps, self.pdl
+    c = 100 if d["C"] else None
     for i, layer in enumerate(w.layers):
         if d["qkv"]:
             stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
-                                       budget=d["qkv"], early="qkv" in d["S"])
+                                       budget=d["qkv"], early="qkv" in d["S"], carveout=c)
         else:
             rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
-        self._attention(i, early=d["aE"])
+        self._attention(i, early=d["aE"], carveout=c)
         if d["o"]:
-            stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=d["o"], early="o" in d["S"])
+            stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=d["o"], early="o" in d["S"],
+                                        carveout=c)
         else:
             gemv_residual(self.attn, layer.o, self.x, pdl=pdl, early=d["oE"])
         if d["mlp"]:
@@ -61,7 +67,7 @@ def layers(self):
             continue
         if d["gu"]:
             stream.stream_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl, budget=d["gu"],
-                                       early="gu" in d["S"])
+                                       early="gu" in d["S"], carveout=c, skew=d["k"])
         else:
             rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
         if d["dn"]:

@@ -60,10 +60,19 @@ RING = 256  # host ring slots for sampled tokens; the engine reads each within L
 CUDA_ATTENTION_CONTEXT = cluster.CLUSTER * cluster.MIN_CHUNK
 # "overlap" GEMVs, beside the CUDA attention: shared memory per CTA of the streamed o_proj (its whole
 # 16-row slice for hidden 1536 and 2048, loaded while attention runs), QKV (the 1.5B's whole slice)
-# and gate/up (beside o_proj's CTAs); QKV and gate/up stream only up to STREAM_MAX_HIDDEN (measured,
-# greedy step at ctx 512, kernels/PERF.md ninth session: Triton GEMVs -> overlap 1.5B 1094 -> 1047 us,
-# Qwen3 1155 -> 1102, 3B 1899 -> 1847; streamed QKV and gate/up are slower for hidden 2048).
-O_BUDGET, QKV_BUDGET, GATE_UP_BUDGET, STREAM_MAX_HIDDEN = 80 * 1024, 64 * 1024, 120 * 1024, 1536
+# and gate/up (three 16-row slots, beside o_proj's CTAs); QKV and gate/up stream only up to
+# STREAM_MAX_HIDDEN, and then the CUDA kernels ask for the all-shared carveout (STREAM_CARVEOUT: SMs
+# stay configured for the most shared memory, so gate/up's ring fits beside o_proj's CTAs). Measured,
+# greedy step at ctx 512 (kernels/PERF.md ninth and tenth sessions): Triton GEMVs -> overlap 1.5B 1094
+# -> 1047 us (two-slot gate/up, driver's carveout) -> ~1035, Qwen3 1155 -> 1102, 3B 1899 -> 1847;
+# streamed QKV and gate/up, or the all-shared carveout, are slower for hidden 2048.
+O_BUDGET, QKV_BUDGET, GATE_UP_BUDGET, STREAM_MAX_HIDDEN = 80 * 1024, 64 * 1024, 164 * 1024, 1536
+STREAM_CARVEOUT = 100
+# The streamed gate/up's split (kernels.stream_gemv skew): its last CTAs start only when o_proj's end
+# (no room beside the attention's CTAs or two paired o_proj CTAs: scripts/trace_step_ctas.py), so the
+# last GATE_UP_SKEW[0] of them take GATE_UP_SKEW[1] fewer units each (the 1.5B on an H200: 32 CTAs of 56
+# units = 7 whole ring slots, the others ~72 = 9; step 1042 -> 1017 us, kernels/PERF.md tenth session).
+GATE_UP_SKEW = (32, 16)
 
 
 class FastRunner(Runner):
@@ -127,6 +136,10 @@ class FastRunner(Runner):
         if mode not in ("auto", "cuda", "overlap", "triton"):
             raise ValueError(f"GEMV kernels must be auto, cuda, overlap or triton, not {mode!r}")
         self.stream_qkv_gate_up = self.cfg.hidden_size <= STREAM_MAX_HIDDEN
+        late, deficit = GATE_UP_SKEW  # only where every CTA keeps most of its share
+        sms = torch.cuda.get_device_properties(self.device).multi_processor_count
+        fits = self.cfg.intermediate_size >= 4 * deficit * sms
+        self.gate_up_skew = (late, deficit) if fits else (0, 0)
         names = {"cuda": ("qkv", "o", "gate_up", "down"),
                  "triton": ()}.get(mode, ("o", "qkv", "gate_up") if self.stream_qkv_gate_up else ("o",))
         ok = all(stream.supported(getattr(layer, n)) for layer in self.w.layers for n in names)
@@ -179,20 +192,22 @@ class FastRunner(Runner):
         w, eps, pdl = self.w, self.cfg.rms_norm_eps, self.pdl
         overlap = self.gemv_kind == "overlap"
         streamed = overlap and self.stream_qkv_gate_up  # QKV and gate/up
+        c = STREAM_CARVEOUT if streamed else None
         for i, layer in enumerate(w.layers):
             if streamed:
                 stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
-                                           budget=QKV_BUDGET)
+                                           budget=QKV_BUDGET, carveout=c)
             else:
                 rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
-            self._attention(i, early=overlap)
+            self._attention(i, early=overlap, carveout=c)
             if overlap:  # a Triton gate/up released early would only hold SM slots while it waits
-                stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=O_BUDGET, early=streamed)
+                stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=O_BUDGET, early=streamed,
+                                            carveout=c)
             else:
                 gemv_residual(self.attn, layer.o, self.x, pdl=pdl)
             if streamed:
                 stream.stream_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl,
-                                           budget=GATE_UP_BUDGET)
+                                           budget=GATE_UP_BUDGET, carveout=c, skew=self.gate_up_skew)
             else:
                 rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
             gemv_residual(self.h, layer.down, self.x, pdl=pdl)
@@ -215,10 +230,11 @@ class FastRunner(Runner):
                 ops.append(qkv(layers[i + 1]))
             stream.stream_chain(ops, self.sync, eps, pdl=pdl)
 
-    def _attention(self, i: int, early: bool = False):
-        """Layer i's attention; early (CUDA kernel only): release the next kernel at its start."""
+    def _attention(self, i: int, early: bool = False, carveout: int | None = None):
+        """Layer i's attention; early, carveout: the CUDA kernel's (release the next kernel at its start;
+        preferred shared-memory carveout)."""
         layer = self.w.layers[i]
-        extra = {"early": early} if self._attend is cluster.cluster_attention else {}
+        extra = {"early": early, "carveout": carveout} if self._attend is cluster.cluster_attention else {}
         self._attend(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
                      self.attn, self.ws, self.scale, q_norm=layer.q_norm, k_norm=layer.k_norm,
                      eps=self.cfg.rms_norm_eps, pdl=self.pdl, **extra)

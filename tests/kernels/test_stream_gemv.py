@@ -103,6 +103,27 @@ def test_gate_up_silu_matches_reference(i, k, wdtype, gen):
     assert rel_err(out, rmsnorm_gate_up_silu_ref(x, norm_w, 1e-6, w)) <= 1e-5
 
 
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("skew", [(32, 16), (132, 3), (1, 60)])
+def test_a_skewed_split_still_computes_every_unit_once(skew, gen):
+    """skew=(late, deficit): the last CTAs take fewer gate/up units, the first more; every output is
+    still written, and equals the reference (the output starts poisoned)."""
+    i, k = 8960, 1536
+    x = randn(k, gen=gen, device="cuda", scale=3.0)
+    norm_w = randn(k, gen=gen, dtype=torch.bfloat16, device="cuda")
+    w = randn(2 * i, k, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.05)
+    out = poisoned(i, device="cuda")
+    sg.stream_gate_up_silu(x, norm_w, 1e-6, w, out, pdl=True, budget=164 * 1024, carveout=100, skew=skew)
+    torch.cuda.synchronize()
+    assert rel_err(out, rmsnorm_gate_up_silu_ref(x, norm_w, 1e-6, w)) <= 1e-5
+
+
+def test_a_skew_that_leaves_a_cta_without_units_is_refused():
+    with pytest.raises(AssertionError, match="skew"):
+        sg.plan([("gate_up", 8960, 1536)], 132, skew=(32, 100))
+
+
 def mlp_ref(x, norm_w, wgu, wd):
     return gemv_residual_ref(rmsnorm_gate_up_silu_ref(x, norm_w, 1e-6, wgu), wd, x)
 
@@ -159,8 +180,9 @@ def test_layer_chains_in_a_graph_match_the_references(h, i, n_qkv, gen):
 @pytest.mark.parametrize("h,i", [(1536, 8960), (2048, 6144)])
 def test_ops_released_early_in_a_graph_match_the_references(h, i, gen):
     """early=True (the next kernel launches at once, its CTAs loading weights beside these): o_proj
-    and gate/up released early, then down_proj, four layers in one CUDA graph replayed 10 times, give
-    the references: every op still reads its input only when the previous op is done."""
+    and gate/up released early (with the runner's rings and all-shared carveout), then down_proj, four
+    layers in one CUDA graph replayed 10 times, give the references: every op still reads its input
+    only when the previous op is done."""
     def w(n, k):
         return randn(n, k, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.02)
     layers = [(w(h, h), w(2 * i, h), w(h, i), randn(h, gen=gen, dtype=torch.bfloat16, device="cuda"))
@@ -170,8 +192,8 @@ def test_ops_released_early_in_a_graph_match_the_references(h, i, gen):
 
     def layer_stack():
         for wo, wgu, wd, nw in layers:
-            sg.stream_gemv_residual(a, wo, x, pdl=True, budget=80 * 1024, early=True)
-            sg.stream_gate_up_silu(x, nw, 1e-6, wgu, hid, pdl=True, budget=120 * 1024, early=True)
+            sg.stream_gemv_residual(a, wo, x, pdl=True, budget=80 * 1024, early=True, carveout=100)
+            sg.stream_gate_up_silu(x, nw, 1e-6, wgu, hid, pdl=True, budget=164 * 1024, early=True, carveout=100)
             sg.stream_gemv_residual(hid, wd, x, pdl=True)
 
     ref = x0.clone()
