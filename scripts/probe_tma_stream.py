@@ -19,20 +19,10 @@ import ctypes
 
 import torch
 
-from kernels import _cuda_rtc
+from kernels import _cuda_rtc, stream_gemv
 from kernels.bench_kernels import bench
 
-SRC = r"""
-typedef unsigned int u32;
-typedef unsigned long long u64;
-__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
-  u32 done = 0;
-  do {
-    asm volatile("{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }"
-                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
-  } while (!done);
-}
+SRC = stream_gemv.MBARRIER_CUDA + r"""
 struct P { const unsigned char* w; const void* tmap; float* sink; int R; int K; };
 extern "C" __global__ void __launch_bounds__(288, 1) stream_probe(const __grid_constant__ P p) {
   __shared__ __align__(8) u64 full[NS], empty[NS];
@@ -41,8 +31,8 @@ extern "C" __global__ void __launch_bounds__(288, 1) stream_probe(const __grid_c
   const int tid = threadIdx.x, lane = tid & 31;
   if (tid == 0) {
     for (int i = 0; i < NS; ++i) {
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" :: "r"(smem_u32(&full[i])));
-      asm volatile("mbarrier.init.shared::cta.b64 [%0], 8;" :: "r"(smem_u32(&empty[i])));
+      mbar_init(smem_u32(&full[i]), 1);
+      mbar_init(smem_u32(&empty[i]), 8);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -57,14 +47,12 @@ extern "C" __global__ void __launch_bounds__(288, 1) stream_probe(const __grid_c
       const int buf = s % NS;
       if (s >= NS) mbar_wait(smem_u32(&empty[buf]), ((s / NS) - 1) & 1);
       const u32 fb = smem_u32(&full[buf]), dst = smem_u32(ring + (size_t)buf * SLOT);
-      if (lane == 0)
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" :: "r"(fb), "r"(16 * KC * 2) : "memory");
+      if (lane == 0) mbar_expect_tx(fb, 16 * KC * 2);
       __syncwarp();
 #if MECH == 0 || MECH == 1
       for (int r = MECH == 1 ? lane : (lane == 0 ? 0 : 16); r < 16; r += MECH == 1 ? 32 : 1) {
         const unsigned char* src = p.w + ((size_t)(t * 16 + r) * p.K + c * KC) * 2;
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                     :: "r"(dst + r * (KC * 2 + PAD)), "l"(src), "r"(KC * 2), "r"(fb) : "memory");
+        bulk_copy(dst + r * (KC * 2 + PAD), src, KC * 2, fb);
       }
 #elif MECH == 2
       if (lane == 0) for (int b = 0; b < KC / 256; ++b)
@@ -87,7 +75,7 @@ extern "C" __global__ void __launch_bounds__(288, 1) stream_probe(const __grid_c
     mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
     acc += *(const float*)(ring + (size_t)buf * SLOT + tid * 4);
     __syncwarp();
-    if (lane == 0) asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" :: "r"(smem_u32(&empty[buf])) : "memory");
+    if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
   }
   if (acc == 12345.f) p.sink[0] = acc;
 }
