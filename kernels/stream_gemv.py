@@ -38,6 +38,10 @@ own start (early=True): 1.5B 1068 -> ~1056 us; o_proj alone for hidden 2048: Qwe
 1933 -> 1891 (streamed gate/up at K = 2048 is still much slower there). Tenth session (1.5B): gate/up
 with three slots (164 KB) under the all-shared carveout (`carveout=100`, so that it fits beside
 o_proj's CTAs) and a split skewed towards the CTAs that start first (`skew`): 1042 -> ~1018 us.
+Eleventh session (opt-in, not faster in the step): `tickets` (one gate/up op takes 8-unit tiles from a
+ticket counter as its CTAs go) and `tensor_map` (those tiles' slots copied as 3-D tensor-map boxes with
+the 128-byte swizzle); a CTA fits beside another kernel's only if the registers of its 3 warps in one SM
+quarter fit there too (kernels/PERF.md).
 PROBE_DEFINES (NO_COMPUTE, NO_BARRIER, TRACE) are for the probes only (scripts/probe_stream_gemv.py;
 TRACE 2: every CTA's timeline, scripts/trace_step_ctas.py).
 """
@@ -104,6 +108,7 @@ _SOURCE = MBARRIER_CUDA + r"""
 
 struct Phase {  // one GEMV of the chain (mirrored by _Phase in Python)
   const unsigned char* w; const float* act; const void* norm_w; const void* bias; float* out;
+  const void* tmap;  // TMAP: w as a 3-D tensor map (64 columns, rows, K / 64 column chunks), 128-byte swizzle
   int units, K, late, deficit;  // the last `late` CTAs take `deficit` fewer units each (they start later)
 };
 struct Params { Phase p[MAXP]; u32* sync; unsigned long long* trace; float eps; int pad; };
@@ -227,6 +232,55 @@ __device__ __forceinline__ void produce(const Phase& ph, int& s, unsigned char* 
   }
 }
 
+// DYN (one-op gate/up launches, `tickets`): CTAs take tiles of 8 gate rows + the 8 matching up rows from a
+// global ticket counter instead of a fixed range, so CTAs that stream faster (or start earlier) take more.
+// slot_tile[buf]: the tile in ring slot buf (-1: no more); tiles_s: the tiles this CTA took, in order.
+__shared__ int slot_tile[DYN ? NS : 1], tiles_s[DYN ? DYN_CAP : 1];
+
+// Producer of a DYN launch: the first tickets in one batch (the ring's prefill), then one at a time, each
+// drawn a tile ahead (its latency hides behind the copies); at most DYN_CAP tiles. Then a slot marked -1;
+// the last CTA done drawing resets the counters (tickets[0]: next tile, tickets[1]: CTAs done).
+template <int KC>
+__device__ __forceinline__ void produce_dyn(const Phase& ph, int& s, unsigned char* ring, u64* full, u64* empty,
+                                            u32* tickets) {
+  const int K = ph.K, ntiles = ph.units / 8, nk = (K + KC - 1) / KC;
+  const int batch = max(1, min(NS / nk, DYN_CAP));
+  int t = (int)atomicAdd(tickets, (u32)batch), left = batch - 1, next = 0;
+  for (int lt = 0; t < ntiles; ++lt) {
+    const bool more = lt + 1 < DYN_CAP;
+    if (left == 0 && more) next = (int)atomicAdd(tickets, 1u);
+    for (int k0 = 0; k0 < K; k0 += KC, ++s) {
+      const int buf = s % NS;
+      if (s >= NS) mbar_wait(smem_u32(&empty[buf]), ((s / NS) - 1) & 1);
+      slot_tile[buf] = t;  // published by the arrive below (release), read after the consumers' wait
+      const u32 fb = smem_u32(&full[buf]);
+#if TMAP  // two tensor copies: the 8 gate rows, then the 8 up rows, each [KC / 64 chunks][8 rows][128 B]
+      mbar_expect_tx(fb, MT * KC * 2);  // whole boxes (columns past K are zero-filled)
+      for (int h = 0; h < 2; ++h)
+        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
+                     " [%0], [%1, {%2, %3, %4}], [%5];"
+                     :: "r"(smem_u32(ring + (size_t)buf * STAGE + h * (KC / 64) * 1024)), "l"(ph.tmap), "r"(0),
+                        "r"(h * ph.units + 8 * t), "r"(k0 / 64), "r"(fb) : "memory");
+#else
+      const u32 bytes = (u32)min(KC, K - k0) * 2u;
+      mbar_expect_tx(fb, MT * bytes);
+      for (int r = 0; r < MT; ++r) {
+        const long long row = (r < 8 ? 0 : ph.units) + 8LL * t + (r & 7);
+        bulk_copy(smem_u32(ring + (size_t)buf * STAGE + (size_t)r * ROWB), ph.w + (row * K + k0) * 2, bytes, fb);
+      }
+#endif
+    }
+    if (!more) break;
+    if (left > 0) { ++t; --left; } else { t = next; }
+  }
+  const int buf = s % NS;
+  if (s >= NS) mbar_wait(smem_u32(&empty[buf]), ((s / NS) - 1) & 1);
+  slot_tile[buf] = -1;
+  mbar_arrive(smem_u32(&full[buf]));
+  ++s;
+  if (atomicAdd(tickets + 1, 1u) == gridDim.x - 1) { tickets[0] = 0; tickets[1] = 0; }
+}
+
 // Activation elements k..k+3 (k % 4 == 0), times the norm weights n, into the MMA B-fragment layout
 // (XB u32 per 16-column step): lanes 0-3 hold the 16-bit high parts (MMA column 0), lanes 4-7 the
 // middle parts (column 1), lanes 8-11 the rest (column 2), lane l as {x[2q], x[2q+1]},
@@ -265,10 +319,11 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
                                         float* acc, u32* xb, float* red, float eps, int phase, u32* sync, u32 target,
                                         unsigned long long* trace, int& tn, float* hs = nullptr) {
   constexpr int KS = KC / (16 * NWARP), NPRE = 2;
+  constexpr bool DM = DYN && MODE == 2;  // tiles from the ticket counter (produce_dyn)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int u0, nu;
   unit_range(ph, u0, nu);
-  const int nr = MODE == 2 ? 2 * nu : nu, K = ph.K;
+  const int nr = DM ? DYN_CAP * MT : MODE == 2 ? 2 * nu : nu, K = ph.K;
   // What does not depend on the previous phase is loaded before waiting for it: norm weights, bias.
   float4 nwp[NPRE];
 #pragma unroll
@@ -312,13 +367,21 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
   STAMP(100 * phase + 1, rstd);
   // ldmatrix.x4 addresses: lane l gives row l % 16, columns + 8 * (l / 16), of this warp's 16-column steps
   const u32 aoff = (lane & 15) * ROWB + (lane >> 4) * 16 + warp * KS * 32;
-  for (int g = 0; g < nr; g += MT) {
+  int nl = 0;  // DM: tiles taken
+  for (int g = 0; DM || g < nr; g += MT) {
+    if (DM) {  // the next slot's tile, or the end
+      mbar_wait(smem_u32(&full[s % NS]), (s / NS) & 1);
+      const int t = slot_tile[s % NS];
+      if (t < 0) { ++s; break; }
+      if (tid == 0) tiles_s[nl] = t;
+      g = nl++ * MT;
+    }
     float d[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // two accumulators: shorter MMA chains
     for (int k0 = 0; k0 < K; k0 += KC, ++s) {
       const int buf = s % NS;
       mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
       STAMP(100 * phase + 3, 0.f);
-      const u32 abase = smem_u32(ring + (size_t)buf * STAGE) + aoff;
+      const u32 sbase = smem_u32(ring + (size_t)buf * STAGE), abase = sbase + aoff;
       u32 a[KS][4];
       uint2 b[KS];
 #pragma unroll
@@ -326,7 +389,12 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
         const int col = k0 + (warp * KS + j) * 16;
         b[j] = make_uint2(0u, 0u);
         if (!NO_COMPUTE && col < K) {  // warp-uniform
+#if TMAP  // row r of the tile: 8-row box r / 8, row r % 8 of each 1 KB chunk, 16-byte units swizzled by it
+          const int c16 = warp * KS + j, u = ((c16 & 3) << 1) | (lane >> 4), rr = lane & 7;
+          ldsm4(sbase + ((lane >> 3) & 1) * (KC / 64) * 1024 + (c16 >> 2) * 1024 + rr * 128 + ((u ^ rr) << 4), a[j]);
+#else
           ldsm4(abase + j * 32, a[j]);
+#endif
           if (lane < 12) b[j] = *(const uint2*)(xb + (col >> 4) * XB + lane * 2);
         }
       }
@@ -347,6 +415,18 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
     }
   }
   consumers_sync();
+  if (DM) {  // tile lt's rows: 8 gate rows (acc rows 16 lt + i), then the 8 matching up rows
+    for (int i = tid; i < nl * 8; i += NCONSUMER) {
+      const int r = (i >> 3) * MT + (i & 7);
+      const float4 p = *(const float4*)(acc + r * NWARP), q = *(const float4*)(acc + r * NWARP + 4);
+      const float4 e = *(const float4*)(acc + (r + 8) * NWARP), f = *(const float4*)(acc + (r + 8) * NWARP + 4);
+      const float gt = (((p.x + p.y) + (p.z + p.w)) + ((q.x + q.y) + (q.z + q.w))) * rstd;
+      const float u = ((e.x + e.y) + (e.z + e.w)) + ((f.x + f.y) + (f.z + f.w));
+      ph.out[tiles_s[i >> 3] * 8 + (i & 7)] = gt / (1.f + __expf(-gt)) * (u * rstd);
+    }
+    STAMP(100 * phase + 5, 0.f);
+    return;
+  }
   for (int r = tid; r < nu; r += NCONSUMER) {
     const float4 p = *(const float4*)(acc + r * NWARP), q = *(const float4*)(acc + r * NWARP + 4);
     const float y = ((p.x + p.y) + (p.z + p.w)) + ((q.x + q.y) + (q.z + q.w));
@@ -446,7 +526,8 @@ __device__ __forceinline__ void mlp_tail(const Params& prm, const float* part, b
 extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(const Params prm) {
   __shared__ __align__(8) u64 full[NS], empty[NS];
   __shared__ float red[NWARP];
-  extern __shared__ __align__(128) unsigned char ring[];
+  extern __shared__ __align__(128) unsigned char ring_raw[];
+  unsigned char* ring = ring_raw + (TMAP ? (1024u - (smem_u32(ring_raw) & 1023u)) & 1023u : 0u);  // swizzle: 1 KB
   float* acc = (float*)(ring + (size_t)NS * STAGE);  // [SUMS] partial row sums, NWARP per row
   u32* xb = (u32*)(acc + SUMS);                      // [max K * XB / 16] the current activation, as MMA fragments
   float* hs = (float*)(xb + XWORDS);                 // MLP: [units per CTA] h = silu(gate) * up
@@ -490,8 +571,8 @@ extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(cons
 
 class _Phase(ctypes.Structure):
     _fields_ = [("w", ctypes.c_void_p), ("act", ctypes.c_void_p), ("norm_w", ctypes.c_void_p),
-                ("bias", ctypes.c_void_p), ("out", ctypes.c_void_p), ("units", ctypes.c_int), ("K", ctypes.c_int),
-                ("late", ctypes.c_int), ("deficit", ctypes.c_int)]
+                ("bias", ctypes.c_void_p), ("out", ctypes.c_void_p), ("tmap", ctypes.c_void_p),
+                ("units", ctypes.c_int), ("K", ctypes.c_int), ("late", ctypes.c_int), ("deficit", ctypes.c_int)]
 
 
 class _Params(ctypes.Structure):
@@ -523,33 +604,44 @@ def chunk(k: int, cap: int = MAX_KC) -> int:
     return -(-(-(-k // n)) // 128) * 128
 
 
-def plan(ops: list[Op] | tuple, sms: int, budget: int | None = None, cluster: int = 1, skew: tuple = (0, 0)) -> dict:
+def plan(ops: list[Op] | tuple, sms: int, budget: int | None = None, cluster: int = 1, skew: tuple = (0, 0),
+         dynamic: bool = False, tmap: bool = False) -> dict:
     """Grid, ring stages and dynamic shared memory (bytes, at most `budget`, default SMEM_BUDGET) of
     a launch running `ops` in order. ops: Op or (mode, units, K) tuples. The grid is a multiple of
-    `cluster`. skew: (late, deficit), see stream_chain."""
+    `cluster`. skew: (late, deficit), see stream_chain. dynamic: one gate/up op whose CTAs take 8-unit
+    tiles from a ticket counter, at most "tiles" each (twice the mean); tmap: and copied as tensor maps
+    (slots without row padding, 1 KB aligned: "pad" 0, 1 KB more shared memory)."""
     budget = budget or SMEM_BUDGET
     shapes = [(o.mode, o.units, o.w.shape[1]) if isinstance(o, Op) else o for o in ops]
     grid = max(1, min(sms, min(u for _, u, _ in shapes)))  # one CTA per SM
+    tiles = 0  # dynamic: tiles per CTA at most
+    if dynamic:
+        assert len(shapes) == 1 and shapes[0][0] == "gate_up" and shapes[0][1] % 8 == 0 and skew == (0, 0), \
+            "dynamic tiles: one gate_up op, units a multiple of 8, no skew"
+        grid = min(grid, shapes[0][1] // 8)
+        tiles = min(64, 2 * -(-shapes[0][1] // 8 // grid))
     grid = max(cluster, grid // cluster * cluster)
     late, deficit = skew
     assert 0 <= late <= grid and deficit >= 0 and all(u + late * deficit >= grid * deficit for _, u, _ in shapes), \
         "skew leaves a late CTA without units"
     sums = max(-(-MODES[m][2] * -(-(u + late * deficit) // grid) // MT) * MT * NWARP
-               for m, u, _ in shapes)  # partial sums, floats
+               for m, u, _ in shapes) if not tiles else tiles * MT * NWARP  # partial sums, floats
     xwords = max(k for _, _, k in shapes) * 3 // 2  # the activation as MMA fragments
     hs = 0
     if any(m == "down_t" for m, _, _ in shapes):  # stream_mlp: h and the down_proj partial
         per_cta = -(-shapes[0][1] // grid)
         hs = -(-per_cta // 4) * 4  # units per CTA, rounded up to 4
-    fixed = 4 * (sums + xwords + (hs + shapes[-1][2] if hs else 0))
+    assert not tmap or (dynamic and shapes[0][2] % 64 == 0), "tensor-map copies: dynamic tiles, K % 64 == 0"
+    pad = 0 if tmap else ROW_PAD
+    fixed = 4 * (sums + xwords + (hs + shapes[-1][2] if hs else 0)) + (1024 if tmap else 0)
     cap = MAX_KC  # the widest slots (fewest, biggest bulk copies) of which two fit the budget
-    while cap > 128 and fixed + 2 * MT * (max(chunk(k, cap) for _, _, k in shapes) * 2 + ROW_PAD) > budget:
+    while cap > 128 and fixed + 2 * MT * (max(chunk(k, cap) for _, _, k in shapes) * 2 + pad) > budget:
         cap -= 128
     kc = max(chunk(k, cap) for _, _, k in shapes)
-    stage = MT * (kc * 2 + ROW_PAD)  # bytes of a ring slot (48.25 KB for K = 1536)
+    stage = MT * (kc * 2 + pad)  # bytes of a ring slot (48.25 KB for K = 1536)
     stages = max(2, min(8, (budget - fixed) // stage))
     return {"grid": grid, "stages": stages, "smem": stages * stage + fixed, "sums": sums, "kc": kc, "xwords": xwords,
-            "hs": hs}
+            "hs": hs, "tiles": tiles, "pad": pad}
 
 
 def supported(w: torch.Tensor) -> bool:
@@ -561,13 +653,16 @@ def supported(w: torch.Tensor) -> bool:
 
 @lru_cache(maxsize=None)
 def source(phases: tuple, w_half: bool, stages: int, sums: int, layout: tuple, cluster: int = 1,
-           xwords: int = 0, hs: int = 0, early: bool = False) -> tuple[str, str]:
-    """(CUDA source, kernel name) for phases ((mode, norm_kind, bias_kind, K), ...), kinds -1 for none."""
+           xwords: int = 0, hs: int = 0, early: bool = False, probe: tuple | None = None,
+           cap: int = 0) -> tuple[str, str]:
+    """(CUDA source, kernel name) for phases ((mode, norm_kind, bias_kind, K), ...), kinds -1 for none;
+    probe: the values of PROBE_DEFINES (default: as they are now); cap > 0: dynamic tiles (plan)."""
     produce, consume = [], []
     mlp = any(mode == "down_t" for mode, *_ in phases)
     for i, (mode, norm_kind, bias_kind, k) in enumerate(phases):
         m, kc = MODES[mode][0], chunk(k, layout[0])
-        produce.append(f"produce<{m}, {kc}>(prm.p[{i}], s, ring, full, empty);")
+        produce.append(f"produce_dyn<{kc}>(prm.p[{i}], s, ring, full, empty, prm.sync);" if cap else
+                       f"produce<{m}, {kc}>(prm.p[{i}], s, ring, full, empty);")
         if mode == "down_t":
             consume.append(f"consumers_sync(); consume_down_t<{kc}>(prm.p[{i}], s, ring, full, empty, hs, part);")
         else:
@@ -575,9 +670,11 @@ def source(phases: tuple, w_half: bool, stages: int, sums: int, layout: tuple, c
                            f"acc, xb, red, prm.eps, {i}, prm.sync, {i}u * gridDim.x, trace, tn"
                            f"{', hs' if mlp else ''});")
     name = MODES["down_t"][1] if mlp else MODES[phases[0][0]][1] if len(phases) == 1 else "stream_gemv_chain"
-    defines = {**PROBE_DEFINES, "KERNEL_NAME": name, "W_HALF": int(w_half), "SLOT_KC": layout[0],
+    probe = dict(zip(PROBE_DEFINES, probe)) if probe is not None else PROBE_DEFINES
+    defines = {**probe, "KERNEL_NAME": name, "W_HALF": int(w_half), "SLOT_KC": layout[0],
                "ROW_PAD": layout[1], "NS": stages, "SUMS": sums, "MAXP": MAX_PHASES, "NPH": len(phases),
                "MLP": int(mlp), "CLUSTER": cluster, "XWORDS": xwords, "HS": hs, "EARLY": int(early),
+               "DYN": int(cap > 0), "DYN_CAP": cap, "TMAP": int(cap > 0 and layout[1] == 0),
                "PRODUCE": " ".join(produce), "CONSUME": " ".join(consume)}
     return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE, name
 
@@ -585,8 +682,8 @@ def source(phases: tuple, w_half: bool, stages: int, sums: int, layout: tuple, c
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, phases: tuple, w_half: bool, stages: int, sums: int, smem: int,
             carveout: int | None, layout: tuple, probe: tuple = (), cluster: int = 1, xwords: int = 0, hs: int = 0,
-            early: bool = False):
-    src, name = source(phases, w_half, stages, sums, layout, cluster, xwords, hs, early)
+            early: bool = False, cap: int = 0):
+    src, name = source(phases, w_half, stages, sums, layout, cluster, xwords, hs, early, probe, cap)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
     return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem, cluster, carveout)
@@ -615,7 +712,8 @@ def _check(op: Op) -> None:
 
 def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1e-6, *, pdl: bool = False,
                  trace: torch.Tensor | None = None, budget: int | None = None, early: bool = False,
-                 carveout: int | None = None, skew: tuple[int, int] = (0, 0)) -> None:
+                 carveout: int | None = None, skew: tuple[int, int] = (0, 0), tickets: torch.Tensor | None = None,
+                 tensor_map: bool = False) -> None:
     """Run `ops` (1 to MAX_PHASES GEMVs, same weight dtype) in order in ONE launch: the weights of
     all of them stream through the shared-memory ring without a break; between two ops every CTA
     waits at a grid barrier (counters in `sync`, int32 [2] zeros, needed for more than one op; they
@@ -625,7 +723,12 @@ def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1
     carveout in percent (None: the driver's choice; 100 keeps SMs configured for the most shared memory,
     so that a large ring still fits beside the kernel before it: the runner's 1.5B gate/up). skew: (late,
     deficit): the last `late` CTAs (the scheduler starts CTAs in index order, so those that wait for a
-    free SM are the last ones) take `deficit` fewer units each, the others more."""
+    free SM are the last ones) take `deficit` fewer units each, the others more. tickets (one gate_up op
+    with units % 8 == 0): int32 [2] zeros (back at zero after the launch); CTAs then take tiles of 8 units
+    from this counter as they go instead of a fixed share (those that stream faster take more); launches
+    sharing `tickets` must not overlap (between two of them, a kernel that waits for the first before it
+    releases the next: the runner's down_proj). tensor_map (with tickets, K % 64 == 0): each slot's 8 gate
+    and 8 up rows arrive as two tensor-map copies (kernels/PERF.md: faster than row copies at small slots)."""
     assert 1 <= len(ops) <= MAX_PHASES, f"1 to {MAX_PHASES} ops per launch"
     for op in ops:
         _check(op)
@@ -634,20 +737,49 @@ def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1
     if len(ops) > 1:
         assert sync is not None and sync.dtype == torch.int32 and sync.numel() >= 2, "a chain needs sync counters"
     dev = ops[0].w.device.index if ops[0].w.device.index is not None else torch.cuda.current_device()
-    p = plan(ops, _sms(dev), budget, skew=skew)
+    if tickets is not None:
+        assert tickets.dtype == torch.int32 and tickets.numel() >= 2 and tickets.device == ops[0].w.device, \
+            "tickets must be int32 [2] zeros on the weights' device"
+        assert sync is None, "a chain has no dynamic tiles"
+        sync = tickets
+    p = plan(ops, _sms(dev), budget, skew=skew, dynamic=tickets is not None, tmap=tensor_map)
     sig = tuple((op.mode, -1 if op.norm_w is None else _KIND[op.norm_w.dtype],
                  -1 if op.bias is None else _KIND[op.bias.dtype], op.w.shape[1]) for op in ops)
     kern = _kernel(dev, sig, w_dtype == torch.float16, p["stages"], p["sums"], p["smem"], carveout,
-                   (p["kc"], ROW_PAD), tuple(PROBE_DEFINES.values()), 1, p["xwords"], 0, early)
+                   (p["kc"], p["pad"]), tuple(PROBE_DEFINES.values()), 1, p["xwords"], 0, early, p["tiles"])
     prm = _Params()
     for i, op in enumerate(ops):
+        tmap = _tensor_map(op.w, p["kc"]).data_ptr() if tensor_map else 0
         prm.p[i] = _Phase(op.w.data_ptr(), op.act.data_ptr(), op.norm_w.data_ptr() if op.norm_w is not None else 0,
-                          op.bias.data_ptr() if op.bias is not None else 0, op.out.data_ptr(), op.units,
+                          op.bias.data_ptr() if op.bias is not None else 0, op.out.data_ptr(), tmap, op.units,
                           op.w.shape[1], *skew)
     prm.sync = sync.data_ptr() if sync is not None else 0
     prm.trace = trace.data_ptr() if trace is not None else 0  # int64 [240] (TRACE 1), [16 * grid] (TRACE 2)
     prm.eps = eps
     kern.launch((p["grid"], 1, 1), THREADS, [prm], pdl=pdl)
+
+
+_TMAPS: dict = {}
+
+
+def _tensor_map(w: torch.Tensor, kc: int) -> torch.Tensor:
+    """w [R, K] (16-bit) as a CUtensorMap in device memory (kept per weight): the 3-D view (64 columns, R
+    rows, K / 64 chunks) in boxes of (64, 8, kc / 64) with the 128-byte swizzle, so a copy lands as
+    [chunk][8 rows][128 B], each row's 16-byte units XOR-ed by its row index (conflict-free ldmatrix)."""
+    key = (w.data_ptr(), tuple(w.shape), w.dtype, kc)
+    if key not in _TMAPS:
+        r, k = w.shape
+        u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+        raw = (ctypes.c_ubyte * 128)()
+        dtype = 9 if w.dtype == torch.bfloat16 else 6  # CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 / FLOAT16
+        # dims, byte strides of dims 1-2, box, element strides; no interleave, 128-byte swizzle, L2 promotion
+        # of 128 B, out-of-bounds columns zero-filled
+        res = _cuda_rtc._driver().cuTensorMapEncodeTiled(
+            raw, dtype, 3, ctypes.c_void_p(w.data_ptr()), (u64 * 3)(64, r, k // 64), (u64 * 2)(k * 2, 128),
+            (u32 * 3)(64, 8, kc // 64), (u32 * 3)(1, 1, 1), 0, 3, 2, 0)
+        _cuda_rtc._check(res, "cuTensorMapEncodeTiled")
+        _TMAPS[key] = torch.tensor(bytearray(raw), dtype=torch.uint8).to(w.device)
+    return _TMAPS[key]
 
 
 # The one-op launches; `launch`: stream_chain's keyword options (pdl, budget, early, carveout, trace).
@@ -699,8 +831,8 @@ def stream_mlp(x, norm_w, eps: float, w_gate_up, w_down_t, sync, *, pdl: bool = 
             break
         sms = fit
     prm = _Params()
-    prm.p[0] = _Phase(w_gate_up.data_ptr(), x.data_ptr(), norm_w.data_ptr(), 0, 0, i2 // 2, h, 0, 0)
-    prm.p[1] = _Phase(w_down_t.data_ptr(), 0, 0, 0, x.data_ptr(), i2 // 2, h, 0, 0)
+    prm.p[0] = _Phase(w_gate_up.data_ptr(), x.data_ptr(), norm_w.data_ptr(), 0, 0, 0, i2 // 2, h, 0, 0)
+    prm.p[1] = _Phase(w_down_t.data_ptr(), 0, 0, 0, x.data_ptr(), 0, i2 // 2, h, 0, 0)
     prm.sync, prm.trace, prm.eps = sync.data_ptr(), 0, eps
     kern.launch((p["grid"], 1, 1), THREADS, [prm], pdl=pdl)
     return x

@@ -8,7 +8,9 @@ A variant joins tokens with "+": qkvN / oN / guN / dnN stream that GEMV (kernels
 an N KB ring (qkvNS / oNS / guNS: and release the next kernel at its start); oE / dE make the Triton
 o_proj / down release the next kernel right after their PDL wait; aE makes the CUDA attention release
 it at its start; C: the CUDA kernels (streamed GEMVs, attention) prefer the all-shared carveout (100%);
-kL_D: the streamed gate/up's last L CTAs take D fewer units each (stream_chain skew);
+kL_D: the streamed gate/up's last L CTAs take D fewer units each (stream_chain skew); T: the Triton
+kernels prefer the all-shared carveout too; D: the streamed gate/up's CTAs take tiles from a ticket counter
+(stream_chain tickets) instead of a fixed share; TM (with D): its slots arrive as tensor-map copies;
 mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
 variant: the relative difference of one layer stack's output from the first variant's, and us per
 step (median of 3 rounds of 100 replays, variants alternating). Prints a table last.
@@ -28,7 +30,7 @@ from kernels.rmsnorm_gemv import rmsnorm_gemv
 
 def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
     d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8, "aE": False, "C": False,
-         "k": (0, 0), "S": set()}
+         "k": (0, 0), "S": set(), "T": False, "D": False, "TM": False}
     for t in v.split("+"):
         if t.endswith("S") and t[-2:-1].isdigit():  # a streamed op that releases the next kernel at its start
             t = t[:-1]; d["S"].add(t.rstrip("0123456789"))
@@ -38,14 +40,26 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
             b, _, c = t[3:].partition("c"); d["mlp"] = int(b) * 1024; d["cl"] = int(c or 8)
         elif t.startswith("dn"): d["dn"] = int(t[2:]) * 1024
         elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
-        elif t in ("oE", "dE", "aE", "C"): d[t] = True
+        elif t in ("oE", "dE", "aE", "C", "T", "D", "TM"): d[t] = True
         elif t.startswith("k"): d["k"] = tuple(int(n) for n in t[1:].split("_"))
     return d
+
+def triton_carveout(pct):
+    """Set the preferred shared-memory carveout of every compiled Triton kernel of kernels/ (-1: default)."""
+    import ctypes
+    from kernels import _cuda_rtc, gate_up_silu, gemv_residual as gr, lm_head_argmax, rmsnorm_gemv as rg
+    for fn in (gr._gemv_residual_kernel, gate_up_silu._gate_up_silu_kernel, rg._rmsnorm_gemv_kernel,
+               lm_head_argmax._lm_head_argmax_kernel):
+        for cache in fn.device_caches.values():
+            for k in cache[0].values():
+                if getattr(k, "function", None):
+                    _cuda_rtc._driver().cuFuncSetAttribute(ctypes.c_void_p(k.function), 9, pct)
 
 CUR = {}
 def layers(self):
     d, w, eps, pdl = CUR, self.w, self.cfg.rms_norm_eps, self.pdl
     c = 100 if d["C"] else None
+    triton_carveout(100 if d["T"] else -1)
     for i, layer in enumerate(w.layers):
         if d["qkv"]:
             stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
@@ -66,8 +80,11 @@ def layers(self):
                               budget=d["mlp"], cluster=d["cl"])
             continue
         if d["gu"]:
+            if d["D"] and not hasattr(self, "gu_tickets"):
+                self.gu_tickets = torch.zeros(2, dtype=torch.int32, device=self.device)
             stream.stream_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl, budget=d["gu"],
-                                       early="gu" in d["S"], carveout=c, skew=d["k"])
+                                       early="gu" in d["S"], carveout=c, skew=d["k"],
+                                       tickets=self.gu_tickets if d["D"] else None, tensor_map=d["TM"])
         else:
             rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
         if d["dn"]:

@@ -1,11 +1,13 @@
 """Every CTA's timeline of the streamed GEMVs inside the decode step (GPU only; a timing probe):
 
     PYTHONPATH=.:scripts python scripts/trace_step_ctas.py [shape] [--context 512] [--budget gate_up=120]
+        [--variant aE+o80+gu144+C]
 
 Compiles kernels.stream_gemv with TRACE=2 (each CTA stamps %globaltimer at its start, PDL wait passed,
 activation staged, first and last ring slot landed, loop done, outputs written, and the producer's
 last copy issued, plus its SM id) and kernels.cluster_attention with TRACE=1 (CTA 0's phases), replays
-the engine's greedy step graph (the runner's GEMVs, ring budgets optionally changed) once and prints:
+the engine's greedy step graph (the runner's GEMVs, ring budgets optionally changed, or the kernels of
+a scripts/probe_overlap.py variant, e.g. a streamed down_proj "dn100") once and prints:
 how many SMs each streamed op's CTAs landed on; median over the middle layers, us from the attention's
 start, min / median / max over CTAs of each stamp; the latest-finishing gate/up CTAs of one layer
 (with their SM), and the spread of gate/up CTAs that started before vs after the attention ended.
@@ -24,6 +26,7 @@ from kernels import stream_gemv as stream
 
 SLOTS = ["start", "wait passed", "staged", "first slot", "loop done", "end", "producer done", "", "last slot"]
 SHOW = [0, 1, 2, 3, 8, 4, 5, 6]
+KINDS = ("qkv", "o", "gate_up", "down")
 
 
 def main():
@@ -31,7 +34,11 @@ def main():
     ap.add_argument("shape", nargs="?", default="qwen2.5-coder-1.5b")
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--budget", default="", help="ring budgets in KB instead of the runner's, e.g. gate_up=120")
+    ap.add_argument("--variant", default="", help="a scripts/probe_overlap.py variant instead of the runner's GEMVs")
     args = ap.parse_args()
+    if args.variant:
+        import probe_overlap  # replaces FastRunner._layers by its variant-driven one
+        probe_overlap.CUR.update(probe_overlap.parse(args.variant))
     budgets = {k: int(v) * 1024 for k, v in (b.split("=") for b in args.budget.split(",") if b)}
     stream.PROBE_DEFINES["TRACE"] = 2
     cluster.PROBE_DEFINES["TRACE"] = 1
@@ -42,9 +49,9 @@ def main():
         nl = runner.cfg.num_layers
         which = {}
         for i, layer in enumerate(runner.w.layers):
-            for kind in ("qkv", "o", "gate_up"):
+            for kind in KINDS:
                 which[getattr(layer, kind).data_ptr()] = (kind, i)
-        bufs = {k: torch.zeros(nl, sms * 16, dtype=torch.int64, device="cuda") for k in ("qkv", "o", "gate_up")}
+        bufs = {k: torch.zeros(nl, sms * 16, dtype=torch.int64, device="cuda") for k in KINDS}
         chain = stream.stream_chain
 
         def traced(ops, *a, **kw):
@@ -66,7 +73,7 @@ def main():
     t = {k: b.view(nl, sms, 16).cpu() for k, b in bufs.items()}
     used = {k: [c for c in range(sms) if v[nl // 2, c, 0] != 0] for k, v in t.items()}
     print(f"[{args.shape}, ctx {args.context}, gemv {runner.gemv_kind}, attention {runner.attention_kind}, "
-          f"budgets {args.budget or 'runner'}] "
+          f"budgets {args.budget or 'runner'}{', variant ' + args.variant if args.variant else ''}] "
           f"CTAs: " + ", ".join(f"{k} {len(c)}" for k, c in used.items()))
     mids = range(2, nl - 2)
     for k, v in t.items():
@@ -86,7 +93,9 @@ def main():
     def attn_us(k):
         return statistics.median((attn[i, 0, k] - attn[i, 0, 0]).item() / 1e3 for i in mids)
     print(f"  attention CTA 0: wait returned {attn_us(1):.2f}, merged + stored {attn_us(8):.2f}")
-    for kind, off in (("o", 0), ("gate_up", 0), ("qkv", 1)):
+    for kind, off in (("o", 0), ("gate_up", 0), ("down", 0), ("qkv", 1)):
+        if not used[kind]:
+            continue
         label = kind if not off else "next qkv"
         for slot in SHOW:
             name = SLOTS[slot]

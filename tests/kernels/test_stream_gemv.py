@@ -124,6 +124,30 @@ def test_a_skew_that_leaves_a_cta_without_units_is_refused():
         sg.plan([("gate_up", 8960, 1536)], 132, skew=(32, 100))
 
 
+@pytest.mark.parametrize("units,k,sms", [(8960, 1536, 132), (11008, 2048, 132), (40, 272, 132), (8, 16, 4)])
+def test_dynamic_tiles_give_each_cta_room_for_twice_its_share(units, k, sms):
+    p = sg.plan([("gate_up", units, k)], sms, dynamic=True)
+    tiles = units // 8
+    assert p["grid"] == min(sms, tiles) and p["tiles"] == min(64, 2 * -(-tiles // p["grid"]))
+    assert p["tiles"] * p["grid"] >= tiles  # the CTAs can take every tile between them
+    assert p["sums"] == p["tiles"] * sg.MT * sg.NWARP and p["smem"] + 1024 <= 227 * 1024
+
+
+def test_tensor_map_slots_have_no_row_padding_and_room_to_align():
+    p, q = (sg.plan([("gate_up", 11008, 2048)], 132, 144 * 1024, dynamic=True, tmap=t) for t in (True, False))
+    assert p["pad"] == 0 and q["pad"] == sg.ROW_PAD and p["kc"] == q["kc"]
+    assert p["smem"] == p["stages"] * sg.MT * p["kc"] * 2 + 4 * (p["sums"] + p["xwords"]) + 1024 <= 144 * 1024
+
+
+def test_dynamic_tiles_are_refused_where_a_tile_would_split_units():
+    with pytest.raises(AssertionError, match="dynamic"):
+        sg.plan([("gate_up", 8964, 1536)], 132, dynamic=True)
+    with pytest.raises(AssertionError, match="dynamic"):
+        sg.plan([("gate_up", 8960, 1536)], 132, dynamic=True, skew=(32, 16))
+    with pytest.raises(AssertionError, match="tensor-map"):
+        sg.plan([("gate_up", 8960, 1552)], 132, dynamic=True, tmap=True)
+
+
 def mlp_ref(x, norm_w, wgu, wd):
     return gemv_residual_ref(rmsnorm_gate_up_silu_ref(x, norm_w, 1e-6, wgu), wd, x)
 
@@ -136,6 +160,36 @@ def check_replays(graph, x, x0, ref, sync, times):
     torch.cuda.synchronize()
     assert rel_err(x, ref) <= 1e-4
     assert not sync.any(), sync.tolist()
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("tmap", [False, True])
+@pytest.mark.parametrize("i,k,budget", [(8960, 1536, 164 * 1024), (11008, 2048, 144 * 1024), (6144, 2048, 64 * 1024),
+                                        (48, 320, None), (16, 64, None)])
+def test_dynamic_tiles_compute_every_unit_once_launch_after_launch(i, k, budget, tmap, gen):
+    """tickets: CTAs take 8-unit tiles from a counter as they go (the ring's prefill in one batch; rows
+    longer than a slot in several slots; tmap: as two tensor-map copies per slot). Three MLPs as the
+    runner chains them (gate/up with tickets, then down_proj, which waits for it before releasing the
+    next gate/up) in a CUDA graph replayed 10 times give the reference, and the counters are back at
+    zero."""
+    x0 = randn(k, gen=gen, device="cuda", scale=3.0)
+    layers = [(randn(k, gen=gen, dtype=torch.bfloat16, device="cuda"),
+               randn(2 * i, k, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.05),
+               randn(k, i, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.05)) for _ in range(3)]
+    x, hid = x0.clone(), poisoned(i, device="cuda")
+    tickets = torch.zeros(2, dtype=torch.int32, device="cuda")
+
+    def mlps():
+        for nw, wgu, wd in layers:
+            sg.stream_gate_up_silu(x, nw, 1e-6, wgu, hid, pdl=True, budget=budget, carveout=100, tickets=tickets,
+                                   tensor_map=tmap)
+            sg.stream_gemv_residual(hid, wd, x, pdl=True)
+
+    ref = x0.clone()
+    for nw, wgu, wd in layers:
+        ref = mlp_ref(ref, nw, wgu, wd)
+    check_replays(captured(mlps), x, x0, ref, tickets, 10)
 
 
 @pytest.mark.gpu
