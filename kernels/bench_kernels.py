@@ -35,15 +35,23 @@ def bench(fn, rep_ms=200) -> float:
     return triton.testing.do_bench(fn, warmup=50, rep=rep_ms, return_mode="median") * 1e3
 
 
-def in_graph_us(fn, items, launches: int = 24) -> float:
-    """Microseconds per launch of fn(item), `launches` back to back in one CUDA graph."""
-    fn(items[0])  # compile outside the capture
+def graph_us(fn, per: int = 1) -> float:
+    """Microseconds of fn() captured in one CUDA graph (run once first: compiles outside the capture),
+    divided by `per` (the launches fn makes)."""
+    fn()
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
+        fn()
+    return bench(g.replay, rep_ms=100) / per
+
+
+def in_graph_us(fn, items, launches: int = 24) -> float:
+    """Microseconds per launch of fn(item), `launches` back to back in one CUDA graph."""
+    def all_launches():
         for i in range(launches):
             fn(items[i % len(items)])
-    return bench(g.replay, rep_ms=100) / launches
+    return graph_us(all_launches, launches)
 
 
 def copies(make, nbytes: int) -> list:

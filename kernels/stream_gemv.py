@@ -762,11 +762,11 @@ def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1
 _TMAPS: dict = {}
 
 
-def _tensor_map(w: torch.Tensor, kc: int) -> torch.Tensor:
+def _tensor_map(w: torch.Tensor, kc: int, rows: int = 8) -> torch.Tensor:
     """w [R, K] (16-bit) as a CUtensorMap in device memory (kept per weight): the 3-D view (64 columns, R
-    rows, K / 64 chunks) in boxes of (64, 8, kc / 64) with the 128-byte swizzle, so a copy lands as
-    [chunk][8 rows][128 B], each row's 16-byte units XOR-ed by its row index (conflict-free ldmatrix)."""
-    key = (w.data_ptr(), tuple(w.shape), w.dtype, kc)
+    rows, K / 64 chunks) in boxes of (64, rows, kc / 64) with the 128-byte swizzle, so a copy lands as
+    [chunk][rows][128 B], each row's 16-byte units XOR-ed by its row index % 8 (conflict-free ldmatrix)."""
+    key = (w.data_ptr(), tuple(w.shape), w.dtype, kc, rows)
     if key not in _TMAPS:
         r, k = w.shape
         u64, u32 = ctypes.c_uint64, ctypes.c_uint32
@@ -776,7 +776,7 @@ def _tensor_map(w: torch.Tensor, kc: int) -> torch.Tensor:
         # of 128 B, out-of-bounds columns zero-filled
         res = _cuda_rtc._driver().cuTensorMapEncodeTiled(
             raw, dtype, 3, ctypes.c_void_p(w.data_ptr()), (u64 * 3)(64, r, k // 64), (u64 * 2)(k * 2, 128),
-            (u32 * 3)(64, 8, kc // 64), (u32 * 3)(1, 1, 1), 0, 3, 2, 0)
+            (u32 * 3)(64, rows, kc // 64), (u32 * 3)(1, 1, 1), 0, 3, 2, 0)
         _cuda_rtc._check(res, "cuTensorMapEncodeTiled")
         _TMAPS[key] = torch.tensor(bytearray(raw), dtype=torch.uint8).to(w.device)
     return _TMAPS[key]

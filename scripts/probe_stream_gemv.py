@@ -14,7 +14,7 @@ import argparse
 import torch
 
 from kernels import stream_gemv as sg
-from kernels.bench_kernels import bench
+from kernels.bench_kernels import graph_us
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.gemv_residual import gemv_residual
 from kernels.rmsnorm_gemv import rmsnorm_gemv
@@ -128,12 +128,7 @@ def main():
         sg.MAX_KC = probe.pop("MAX_KC", default_kc)
         sg.PROBE_DEFINES.update({"NO_COMPUTE": 0, "NO_BARRIER": 0, **probe})
         sg.SMEM_BUDGET = budget * 1024
-        fn()
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            fn()
-        us = bench(g.replay, rep_ms=100) / n
+        us = graph_us(fn, n)
         rows.append((name, us, nb / us / 1e3))
         print(f"{name:30s} {us:8.2f} us  {nb / us / 1e3:7.0f} GB/s", flush=True)
     sg.MAX_KC = default_kc

@@ -20,7 +20,7 @@ import ctypes
 import torch
 
 from kernels import _cuda_rtc, stream_gemv
-from kernels.bench_kernels import bench
+from kernels.bench_kernels import graph_us
 
 SRC = stream_gemv.MBARRIER_CUDA + r"""
 struct P { const unsigned char* w; const void* tmap; float* sink; int R; int K; };
@@ -89,17 +89,13 @@ class _P(ctypes.Structure):
 
 def tensor_map(w: torch.Tensor, mech: str, kc: int) -> torch.Tensor:
     """A CUtensorMap (128 bytes) for w [R, K] bf16, copied to device memory."""
+    if mech == "box3d":  # 64 columns, rows, column chunks of 64: smem [chunk][row][64], 128-byte swizzle
+        return stream_gemv._tensor_map(w, kc, rows=16)
     r, k = w.shape
     u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-    if mech == "box2d":
-        dims, strides, box, swz = (u64 * 2)(k, r), (u64 * 1)(k * 2), (u32 * 2)(256, 16), 0
-    else:  # 64 columns, rows, column chunks of 64: smem [chunk][row][64], 128-byte swizzle
-        dims, strides, box, swz = (u64 * 3)(64, r, k // 64), (u64 * 2)(k * 2, 128), (u32 * 3)(64, 16, kc // 64), 3
-    rank = len(box)
     tmap = (ctypes.c_ubyte * 128)()
-    one = (u32 * rank)(*([1] * rank))
-    res = _cuda_rtc._driver().cuTensorMapEncodeTiled(tmap, 9, rank, ctypes.c_void_p(w.data_ptr()), dims, strides,
-                                                    box, one, 0, swz, 2, 0)
+    res = _cuda_rtc._driver().cuTensorMapEncodeTiled(tmap, 9, 2, ctypes.c_void_p(w.data_ptr()), (u64 * 2)(k, r),
+                                                    (u64 * 1)(k * 2), (u32 * 2)(256, 16), (u32 * 2)(1, 1), 0, 0, 2, 0)
     _cuda_rtc._check(res, "cuTensorMapEncodeTiled")
     return torch.tensor(bytearray(tmap), dtype=torch.uint8).cuda()
 
@@ -126,12 +122,7 @@ def run(shape, mech, kc, ns, n=28):
     def go():
         for prm in params:
             kern.launch((sms, 1, 1), 288, [prm], pdl=True)
-    go()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        go()
-    us = bench(g.replay, rep_ms=100) / n
+    us = graph_us(go, n)
     return us, rows * k * 2 / us / 1e3
 
 
