@@ -18,14 +18,16 @@ W_down stored transposed, partials added into x with atomics).
 
 The idea: weights do not depend on the previous op, so a producer warp per CTA copies them into a
 ring of shared-memory slots without a break, across the ops of the launch and from before the PDL
-wait, while 8 consumer warps wait for the activation (previous kernel, or grid barrier), stage it
-once per op in shared memory as MMA fragments (each fp32 value split into three 16-bit parts:
-~fp32 precision), and run the dots on tensor cores: per slot (MT = 16 rows x KC columns, rows
-padded so that ldmatrix is conflict-free) each warp takes KC / 128 steps of 16 columns
-(ldmatrix + mma.sync m16n8k16), keeps the row tile's partial sums in registers over its K chunks
-and writes them once per tile; the epilogue adds the 8 warps' partials and applies the op's norm
-scale, bias, SiLU*up or residual add. One CTA per SM (grid = min(#SMs, units)); CTA b owns a
-balanced contiguous range of units (rows; gate/up row pairs).
+wait, while 8 consumer warps wait for the activation (previous kernel, or grid barrier) and stage it
+once per op in shared memory. gate/up runs its dots on tensor cores: the activation staged as MMA
+fragments (each fp32 value split into three 16-bit parts: ~fp32 precision), per slot (MT = 16 rows x
+KC columns, rows padded so that ldmatrix is conflict-free) each warp takes KC / 128 steps of 16
+columns (ldmatrix + mma.sync m16n8k16), keeps the row tile's partial sums in registers over its K
+chunks and writes them once per tile; the epilogue adds the 8 warps' partials and applies the norm
+scale and SiLU*up. QKV and residual ops (a few rows per CTA, on the step's critical path) run on CUDA
+cores instead (consume_cc: fp32 activation, each warp two whole rows, shuffle reductions; twelfth
+session: 1.5B step -13 us, Qwen3 / 3B -5 us). One CTA per SM (grid = min(#SMs, units)); CTA b owns
+a balanced contiguous range of units (rows; gate/up row pairs).
 
 Measured (H200, 1.5B shapes, kernels/PERF.md): one bulk copy per row and slot, so slots are as
 wide as the budget allows (copies of 0.75 / 1.5 / 3 KB stream gate/up at 1.8 / 2.8 / 4.0 TB/s);
@@ -65,7 +67,8 @@ ROW_PAD = 16  # bytes after each row of a slot: rows 16 bytes apart mod 128 make
 MAX_PHASES = 4
 SMEM_BUDGET = 200 * 1024  # ring + row sums + activation (at 150 KB the chains' slots get narrow: slower)
 # for scripts/probe_stream_gemv.py only (NO_COMPUTE / NO_BARRIER = 1 give wrong results, for timing)
-PROBE_DEFINES = {"NO_COMPUTE": 0, "NO_BARRIER": 0, "TRACE": 0}
+# MMA_SMALL = 1: modes 0 and 1 on tensor cores as gate/up (the tenth session's path, for A/B probes)
+PROBE_DEFINES = {"NO_COMPUTE": 0, "NO_BARRIER": 0, "TRACE": 0, "MMA_SMALL": 0}
 # mode -> (MODE, kernel name of a one-op launch: what profilers show), rows per unit
 MODES = {"rmsnorm_gemv": (0, "stream_rmsnorm_gemv", 1), "residual": (1, "stream_gemv_residual", 1),
          "gate_up": (2, "stream_gate_up_silu", 2), "down_t": (3, "stream_mlp", 1)}
@@ -447,6 +450,105 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
   STAMP(100 * phase + 5, 0.f);
 }
 
+// Modes 0 and 1 (QKV, o_proj, a chain's down: latency-bound, a few rows per CTA) on CUDA cores: the
+// activation is staged once as fp32 (times the norm weights) in xs; warp w owns rows 2w and 2w + 1 of each
+// 16-row tile, lane l the 8-column chunks l, l + 32, ... of each slot (16-byte shared loads, conflict-free),
+// fp32 FMAs in two chains per row, the warp's sums reduced by shuffles, lanes 0 and 1 write the two rows.
+// (consume()'s tensor-core path, with the activation split into MMA fragments, chained MMAs and a
+// cross-warp reduction, made the 1.5B step 13 us and the Qwen3 / 3B steps 5 us slower; kernels/PERF.md.)
+__device__ __forceinline__ float dot4(u32 wa, u32 wb, float4 x) {
+  return fmaf(hi16(wb), x.w, fmaf(lo16(wb), x.z, fmaf(hi16(wa), x.y, lo16(wa) * x.x)));
+}
+__device__ __forceinline__ float stage_f32(float* xs, int k, float4 v, float4 n) {
+  const float ssq = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  *(float4*)(xs + k) = make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
+  return ssq;
+}
+template <int MODE, int KC, int NORM_KIND, int BIAS_KIND>
+__device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsigned char* ring, u64* full, u64* empty,
+                                           float* xs, float* red, float eps, int phase, u32* sync, u32 target,
+                                           unsigned long long* trace, int& tn) {
+  constexpr int NPRE = 2;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, K = ph.K;
+  int u0, nu;
+  unit_range(ph, u0, nu);
+  float4 nwp[NPRE];  // what does not depend on the previous phase first: norm weights, bias
+#pragma unroll
+  for (int i = 0; i < NPRE; ++i) nwp[i] = norm4<NORM_KIND>(ph.norm_w, (tid + i * NCONSUMER) * 4, K);
+  const int my = 2 * warp + (lane & 1);  // the tile row lanes 0 and 1 write
+  const float bias0 = BIAS_KIND >= 0 && lane < 2 && my < nu ? any_f32<BIAS_KIND>(ph.bias, u0 + my) : 0.f;
+  if (target == 0) {  // the first phase: activations come from the previous kernel
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#if !EARLY
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  } else {
+    grid_barrier(sync, target);
+  }
+  STAMP(100 * phase + 0, 0.f);
+  const float res0 = MODE == 1 && lane < 2 && my < nu ? __ldcg(ph.out + u0 + my) : 0.f;  // beside the activation
+  float ssq = 0.f;
+#pragma unroll
+  for (int i = 0; i < NPRE; ++i) {
+    const int k = (tid + i * NCONSUMER) * 4;
+    if (k < K) ssq += stage_f32(xs, k, __ldcg((const float4*)(ph.act + k)), nwp[i]);
+  }
+#pragma unroll 1  // (K > 2048 only; unrolled it takes registers the rest does not need)
+  for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4)
+    ssq += stage_f32(xs, k, __ldcg((const float4*)(ph.act + k)), norm4<NORM_KIND>(ph.norm_w, k, K));
+  if (NORM_KIND >= 0) {
+    for (int o = 16; o > 0; o >>= 1) ssq += __shfl_xor_sync(0xffffffffu, ssq, o);
+    if (lane == 0) red[warp] = ssq;
+  }
+  consumers_sync();
+  float rstd = 1.f;
+  if (NORM_KIND >= 0) {
+    ssq = 0.f;
+    for (int i = 0; i < NWARP; ++i) ssq += red[i];
+    rstd = rsqrtf(ssq / K + eps);
+  }
+  STAMP(100 * phase + 1, rstd);
+  for (int g = 0; g < nu; g += MT) {
+    float a0 = 0.f, b0 = 0.f, a1 = 0.f, b1 = 0.f;  // rows 2w and 2w + 1, two chains each
+    for (int k0 = 0; k0 < K; k0 += KC, ++s) {
+      const int buf = s % NS, nc = min(KC, K - k0);
+      mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
+      STAMP(100 * phase + 3, 0.f);
+      const unsigned char* row = ring + (size_t)buf * STAGE + (size_t)(2 * warp) * ROWB;
+#pragma unroll
+      for (int j = 0; j < (KC + 255) / 256; ++j) {
+        const int c = lane * 8 + j * 256;
+        if (!NO_COMPUTE && c < nc) {
+          const float4 x0 = *(const float4*)(xs + k0 + c), x1 = *(const float4*)(xs + k0 + c + 4);
+          const uint4 w0 = *(const uint4*)(row + c * 2), w1 = *(const uint4*)(row + ROWB + c * 2);
+          a0 += dot4(w0.x, w0.y, x0); b0 += dot4(w0.z, w0.w, x1);
+          a1 += dot4(w1.x, w1.y, x0); b1 += dot4(w1.z, w1.w, x1);
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
+      STAMP(100 * phase + 4, a0);
+    }
+    float y0 = a0 + b0, y1 = a1 + b1;
+    for (int o = 16; o > 0; o >>= 1) {
+      y0 += __shfl_xor_sync(0xffffffffu, y0, o);
+      y1 += __shfl_xor_sync(0xffffffffu, y1, o);
+    }
+    const int lr = g + my;
+    if (lane < 2 && lr < nu) {
+      const float y = lane ? y1 : y0;
+      if (MODE == 0) {
+        float o = y * rstd;
+        if (BIAS_KIND >= 0) o += g == 0 ? bias0 : any_f32<BIAS_KIND>(ph.bias, u0 + lr);
+        ph.out[u0 + lr] = o;
+      } else {
+        ph.out[u0 + lr] = (g == 0 ? res0 : __ldcg(ph.out + u0 + lr)) + y;
+      }
+    }
+  }
+  STAMP(100 * phase + 5, 0.f);
+}
+
 // MLP, second phase (MODE 3): the CTA's slice of down_proj as an axpy over its own intermediate units
 // h[u] (shared memory, from the gate/up phase): part[n] = sum_u h[u] * Wt[u0 + u][n], Wt = W_down^T
 // ([I, H] rows in the ring, K = H <= SLOT_KC: one slot per 16-row tile). Thread t owns the column pairs
@@ -659,18 +761,21 @@ def source(phases: tuple, w_half: bool, stages: int, sums: int, layout: tuple, c
     probe: the values of PROBE_DEFINES (default: as they are now); cap > 0: dynamic tiles (plan)."""
     produce, consume = [], []
     mlp = any(mode == "down_t" for mode, *_ in phases)
+    probe = dict(zip(PROBE_DEFINES, probe)) if probe is not None else PROBE_DEFINES
     for i, (mode, norm_kind, bias_kind, k) in enumerate(phases):
         m, kc = MODES[mode][0], chunk(k, layout[0])
         produce.append(f"produce_dyn<{kc}>(prm.p[{i}], s, ring, full, empty, prm.sync);" if cap else
                        f"produce<{m}, {kc}>(prm.p[{i}], s, ring, full, empty);")
         if mode == "down_t":
             consume.append(f"consumers_sync(); consume_down_t<{kc}>(prm.p[{i}], s, ring, full, empty, hs, part);")
+        elif m < 2 and not probe["MMA_SMALL"]:
+            consume.append(f"consume_cc<{m}, {kc}, {norm_kind}, {bias_kind}>(prm.p[{i}], s, ring, full, empty, "
+                           f"(float*)xb, red, prm.eps, {i}, prm.sync, {i}u * gridDim.x, trace, tn);")
         else:
             consume.append(f"consume<{m}, {kc}, {norm_kind}, {bias_kind}>(prm.p[{i}], s, ring, full, empty, "
                            f"acc, xb, red, prm.eps, {i}, prm.sync, {i}u * gridDim.x, trace, tn"
                            f"{', hs' if mlp else ''});")
     name = MODES["down_t"][1] if mlp else MODES[phases[0][0]][1] if len(phases) == 1 else "stream_gemv_chain"
-    probe = dict(zip(PROBE_DEFINES, probe)) if probe is not None else PROBE_DEFINES
     defines = {**probe, "KERNEL_NAME": name, "W_HALF": int(w_half), "SLOT_KC": layout[0],
                "ROW_PAD": layout[1], "NS": stages, "SUMS": sums, "MAXP": MAX_PHASES, "NPH": len(phases),
                "MLP": int(mlp), "CLUSTER": cluster, "XWORDS": xwords, "HS": hs, "EARLY": int(early),

@@ -11,6 +11,11 @@ it at its start; C: the CUDA kernels (streamed GEMVs, attention) prefer the all-
 kL_D: the streamed gate/up's last L CTAs take D fewer units each (stream_chain skew); T: the Triton
 kernels prefer the all-shared carveout too; D: the streamed gate/up's CTAs take tiles from a ticket counter
 (stream_chain tickets) instead of a fixed share; TM (with D): its slots arrive as tensor-map copies;
+MMA: the streamed QKV and o_proj on tensor cores (stream_gemv MMA_SMALL, the tenth session's path);
+oNC / qNC: the streamed o_proj / QKV without their dot products (stream_gemv NO_COMPUTE: wrong
+results, a bound); oX: no o_proj at all (a bound, not the op); aP: the CUDA attention's CTAs take the shared memory an
+attention + o_proj fusion would (its 1/16 of the kv head's W_o columns, and their inputs; 1.5B: 231,008 bytes);
+dcN_K_W: the Triton down_proj with BLOCK_N N, BLOCK_K K, W warps (instead of kernels._util's rule);
 mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
 variant: the relative difference of one layer stack's output from the first variant's, and us per
 step (median of 3 rounds of 100 replays, variants alternating). Prints a table last.
@@ -23,14 +28,14 @@ import torch
 
 from _probe_engine import greedy_graph, random_engine, replay_us
 from inference.fast.runner import FastRunner
-from kernels import stream_gemv as stream
+from kernels import _util, cluster_attention, stream_gemv as stream
 from kernels.gemv_residual import gemv_residual, _gemv_residual_kernel
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.rmsnorm_gemv import rmsnorm_gemv
 
 def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
     d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8, "aE": False, "C": False,
-         "k": (0, 0), "S": set(), "T": False, "D": False, "TM": False}
+         "k": (0, 0), "S": set(), "T": False, "D": False, "TM": False, "dc": None, "oX": False, "aP": False, "oNC": False, "qNC": False, "MMA": False}
     for t in v.split("+"):
         if t.endswith("S") and t[-2:-1].isdigit():  # a streamed op that releases the next kernel at its start
             t = t[:-1]; d["S"].add(t.rstrip("0123456789"))
@@ -39,8 +44,9 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
         elif t.startswith("mlp"):
             b, _, c = t[3:].partition("c"); d["mlp"] = int(b) * 1024; d["cl"] = int(c or 8)
         elif t.startswith("dn"): d["dn"] = int(t[2:]) * 1024
+        elif t.startswith("dc"): d["dc"] = tuple(int(n) for n in t[2:].split("_")) + (1,)
         elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
-        elif t in ("oE", "dE", "aE", "C", "T", "D", "TM"): d[t] = True
+        elif t in ("oE", "dE", "aE", "C", "T", "D", "TM", "oX", "aP", "oNC", "qNC", "MMA"): d[t] = True
         elif t.startswith("k"): d["k"] = tuple(int(n) for n in t[1:].split("_"))
     return d
 
@@ -56,22 +62,39 @@ def triton_carveout(pct):
                     _cuda_rtc._driver().cuFuncSetAttribute(ctypes.c_void_p(k.function), 9, pct)
 
 CUR = {}
+TUNED0 = dict(_util.TUNED)
+SMEM_BYTES0 = cluster_attention.smem_bytes
+AP, HID = [False], [0]
 def layers(self):
     d, w, eps, pdl = CUR, self.w, self.cfg.rms_norm_eps, self.pdl
     c = 100 if d["C"] else None
     triton_carveout(100 if d["T"] else -1)
+    stream.PROBE_DEFINES["MMA_SMALL"] = int(d["MMA"])
+    _util.TUNED.clear(); _util.TUNED.update(TUNED0)
+    if AP[0] != d["aP"]:  # the kernel is cached with its shared memory size
+        AP[0] = d["aP"]
+        cluster_attention.smem_bytes = (lambda g, c=16: SMEM_BYTES0(g, c) + HID[0] // c * g * 128 * 2 + g * 512 + 16) \
+            if d["aP"] else SMEM_BYTES0
+        cluster_attention._kernel.cache_clear()
+    if d["dc"]:
+        _util.TUNED[tuple(w.layers[0].down.shape)] = [d["dc"]]
     for i, layer in enumerate(w.layers):
         if d["qkv"]:
+            stream.PROBE_DEFINES["NO_COMPUTE"] = int(d["qNC"])
             stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
                                        budget=d["qkv"], early="qkv" in d["S"], carveout=c)
         else:
             rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
         self._attention(i, early=d["aE"], carveout=c)
-        if d["o"]:
+        if d["oX"]:
+            pass
+        elif d["o"]:
+            stream.PROBE_DEFINES["NO_COMPUTE"] = int(d["oNC"])
             stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=d["o"], early="o" in d["S"],
                                         carveout=c)
         else:
             gemv_residual(self.attn, layer.o, self.x, pdl=pdl, early=d["oE"])
+        stream.PROBE_DEFINES["NO_COMPUTE"] = 0
         if d["mlp"]:
             if not hasattr(self, "wdt"):
                 self.wdt = [l.down.t().contiguous() for l in w.layers]
@@ -101,6 +124,7 @@ def main():
         with tempfile.TemporaryDirectory() as tmp:
             eng = random_engine(shape, 512 + 400, tmp)
             r = eng.runner
+            HID[0] = eng.cfg.hidden_size
             # registers of the Triton GEMVs around the streamed ones
             L = r.w.layers[0]
             for nm, wt, a in (("o", L.o, r.attn), ("down", L.down, r.h)):
