@@ -26,7 +26,7 @@ columns (ldmatrix + mma.sync m16n8k16), keeps the row tile's partial sums in reg
 chunks and writes them once per tile; the epilogue adds the 8 warps' partials and applies the norm
 scale and SiLU*up. QKV and residual ops (a few rows per CTA, on the step's critical path) run on CUDA
 cores instead (consume_cc: fp32 activation, each warp two whole rows, shuffle reductions; twelfth
-session: 1.5B step -13 us, Qwen3 / 3B -5 us). One CTA per SM (grid = min(#SMs, units)); CTA b owns
+session: 1.5B step -13 us, Qwen3 / 3B -4 to -5 us). One CTA per SM (grid = min(#SMs, units)); CTA b owns
 a balanced contiguous range of units (rows; gate/up row pairs).
 
 Measured (H200, 1.5B shapes, kernels/PERF.md): one bulk copy per row and slot, so slots are as
@@ -728,7 +728,9 @@ def plan(ops: list[Op] | tuple, sms: int, budget: int | None = None, cluster: in
         "skew leaves a late CTA without units"
     sums = max(-(-MODES[m][2] * -(-(u + late * deficit) // grid) // MT) * MT * NWARP
                for m, u, _ in shapes) if not tiles else tiles * MT * NWARP  # partial sums, floats
-    xwords = max(k for _, _, k in shapes) * 3 // 2  # the activation as MMA fragments
+    # the activation as MMA fragments (consume_cc needs only k words, but the smaller footprint changes which
+    # CTAs share an SM: the 1.5B step 1002 -> 1050 us, kernels/PERF.md twelfth session)
+    xwords = max(k for _, _, k in shapes) * 3 // 2
     hs = 0
     if any(m == "down_t" for m, _, _ in shapes):  # stream_mlp: h and the down_proj partial
         per_cta = -(-shapes[0][1] // grid)

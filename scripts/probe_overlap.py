@@ -11,7 +11,8 @@ it at its start; C: the CUDA kernels (streamed GEMVs, attention) prefer the all-
 kL_D: the streamed gate/up's last L CTAs take D fewer units each (stream_chain skew); T: the Triton
 kernels prefer the all-shared carveout too; D: the streamed gate/up's CTAs take tiles from a ticket counter
 (stream_chain tickets) instead of a fixed share; TM (with D): its slots arrive as tensor-map copies;
-MMA: the streamed QKV and o_proj on tensor cores (stream_gemv MMA_SMALL, the tenth session's path);
+oGN: the streamed o_proj on N CTAs (instead of one per SM); MMA: the streamed QKV and o_proj on tensor
+cores (stream_gemv MMA_SMALL, the tenth session's path);
 oNC / qNC: the streamed o_proj / QKV without their dot products (stream_gemv NO_COMPUTE: wrong
 results, a bound); oX: no o_proj at all (a bound, not the op); aP: the CUDA attention's CTAs take the shared memory an
 attention + o_proj fusion would (its 1/16 of the kv head's W_o columns, and their inputs; 1.5B: 231,008 bytes);
@@ -35,7 +36,8 @@ from kernels.rmsnorm_gemv import rmsnorm_gemv
 
 def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
     d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8, "aE": False, "C": False,
-         "k": (0, 0), "S": set(), "T": False, "D": False, "TM": False, "dc": None, "oX": False, "aP": False, "oNC": False, "qNC": False, "MMA": False}
+         "k": (0, 0), "S": set(), "T": False, "D": False, "TM": False, "dc": None, "oX": False, "aP": False,
+         "oNC": False, "qNC": False, "MMA": False, "oG": 0}
     for t in v.split("+"):
         if t.endswith("S") and t[-2:-1].isdigit():  # a streamed op that releases the next kernel at its start
             t = t[:-1]; d["S"].add(t.rstrip("0123456789"))
@@ -44,6 +46,7 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
         elif t.startswith("mlp"):
             b, _, c = t[3:].partition("c"); d["mlp"] = int(b) * 1024; d["cl"] = int(c or 8)
         elif t.startswith("dn"): d["dn"] = int(t[2:]) * 1024
+        elif t.startswith("oG"): d["oG"] = int(t[2:])
         elif t.startswith("dc"): d["dc"] = tuple(int(n) for n in t[2:].split("_")) + (1,)
         elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
         elif t in ("oE", "dE", "aE", "C", "T", "D", "TM", "oX", "aP", "oNC", "qNC", "MMA"): d[t] = True
@@ -90,8 +93,12 @@ def layers(self):
             pass
         elif d["o"]:
             stream.PROBE_DEFINES["NO_COMPUTE"] = int(d["oNC"])
+            sms = stream._sms
+            if d["oG"]:
+                stream._sms = lambda dev: d["oG"]
             stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=d["o"], early="o" in d["S"],
                                         carveout=c)
+            stream._sms = sms
         else:
             gemv_residual(self.attn, layer.o, self.x, pdl=pdl, early=d["oE"])
         stream.PROBE_DEFINES["NO_COMPUTE"] = 0
@@ -111,7 +118,8 @@ def layers(self):
         else:
             rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
         if d["dn"]:
-            stream.stream_gemv_residual(self.h, layer.down, self.x, pdl=pdl, budget=d["dn"])
+            stream.stream_gemv_residual(self.h, layer.down, self.x, pdl=pdl, budget=d["dn"], early="dn" in d["S"],
+                                        carveout=c)
         else:
             gemv_residual(self.h, layer.down, self.x, pdl=pdl, early=d["dE"])
 FastRunner._layers = layers

@@ -1,21 +1,33 @@
 #!/usr/bin/env bash
-# The last session's final device call (rerunnable): GPU tests of the kernels and the engine, the step
-# with Triton vs overlap GEMVs, the 1.5B per-CTA trace, the streamed gate/up with dynamic tiles (and
-# tensor-map copies) against the runner's GEMVs, then the three benchmarks.
-# Usage (repo root, on the device): bash scripts/session_run.sh ; logs under $OUT, a table last.
+# The last session's final device calls (rerunnable), in two parts that each fit one 10-minute call:
+#   bash scripts/session_run.sh check   GPU tests of the kernels and the engine; the step with Triton vs
+#                                       overlap GEMVs; the streamed QKV / o_proj on CUDA cores vs tensor
+#                                       cores (MMA); the 1.5B per-CTA trace
+#   bash scripts/session_run.sh bench   the three benchmarks
+# Run from the repo root on the device; logs under $OUT (also packed into $OUT/logs-PART.tgz), a table last.
 set -uo pipefail
-OUT=${OUT:-out}; mkdir -p "$OUT"
+PART=${1:-check}
+OUT=${OUT:-out}; mkdir -p "$OUT/$PART"
+L=$OUT/$PART
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD/scripts:$PWD
-nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv > "$OUT/gpu.txt"
-timeout 500 python3 -m pytest -m gpu tests/kernels tests/inference -q -p no:cacheprovider -o addopts="" > "$OUT/gpu-tests.log" 2>&1
-tail -3 "$OUT/gpu-tests.log"
-timeout 300 python3 scripts/probe_step_mix.py --variants triton,overlap > "$OUT/ab-gemv-512.log" 2>&1
-timeout 100 python3 scripts/trace_step_ctas.py qwen2.5-coder-1.5b > "$OUT/trace-ctas-1.5b.log" 2>&1
-R=qkv64+aE+o80S+gu164+C
-timeout 300 python3 scripts/probe_overlap.py qwen2.5-coder-1.5b $R+k32_16,$R+D,$R+D+TM > "$OUT/ab-dynamic-1.5b.log" 2>&1
-timeout 300 python3 scripts/probe_overlap.py qwen2.5-coder-3b aE+o80,aE+o80S+gu144+C+D,aE+o80S+gu144+C+D+TM > "$OUT/ab-dynamic-3b.log" 2>&1
-timeout 300 python3 -m inference.bench --shape qwen2.5-coder-1.5b --contexts 4096,16384 --vs hf --json "$OUT/bench-qwen2.5-coder-1.5b.json" > "$OUT/bench-1.5b.log" 2>&1
-timeout 200 python3 -m inference.bench --shape qwen3-1.7b --contexts 4096,16384 --json "$OUT/bench-qwen3-1.7b.json" > "$OUT/bench-qwen3.log" 2>&1
-timeout 200 python3 -m inference.bench --shape qwen2.5-coder-3b --contexts 4096,16384 --json "$OUT/bench-qwen2.5-coder-3b.json" > "$OUT/bench-3b.log" 2>&1
-sed -n '/^| shape/,$p' "$OUT/ab-gemv-512.log" "$OUT"/ab-dynamic-*.log
-for f in "$OUT"/bench-*.log; do echo "--- $f"; sed -n '/^| context/,$p' "$f" | tail -8; done
+nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv > "$L/gpu.txt"
+if [ "$PART" = check ]; then
+  timeout 330 python3 -m pytest -m gpu tests/kernels tests/inference -q -p no:cacheprovider -o addopts="" \
+    > "$L/gpu-tests.log" 2>&1
+  tail -3 "$L/gpu-tests.log"
+  timeout 150 python3 scripts/probe_step_mix.py --variants triton,overlap > "$L/ab-gemv-512.log" 2>&1
+  R=qkv64+aE+o80S+gu164+C+k32_16
+  timeout 50 python3 scripts/probe_overlap.py qwen2.5-coder-1.5b $R,$R+MMA > "$L/ab-mma-1.5b.log" 2>&1
+  timeout 60 python3 scripts/probe_overlap.py qwen3-1.7b,qwen2.5-coder-3b aE+o80,aE+o80+MMA > "$L/ab-mma-2048.log" 2>&1
+  timeout 60 python3 scripts/trace_step_ctas.py qwen2.5-coder-1.5b > "$L/trace-ctas-1.5b.log" 2>&1
+  sed -n '/^| shape/,$p' "$L/ab-gemv-512.log" "$L"/ab-mma-*.log
+else
+  timeout 260 python3 -m inference.bench --shape qwen2.5-coder-1.5b --contexts 4096,16384 --vs hf \
+    --json "$L/bench-qwen2.5-coder-1.5b.json" > "$L/bench-1.5b.log" 2>&1
+  timeout 150 python3 -m inference.bench --shape qwen3-1.7b --contexts 4096,16384 \
+    --json "$L/bench-qwen3-1.7b.json" > "$L/bench-qwen3.log" 2>&1
+  timeout 150 python3 -m inference.bench --shape qwen2.5-coder-3b --contexts 4096,16384 \
+    --json "$L/bench-qwen2.5-coder-3b.json" > "$L/bench-3b.log" 2>&1
+  for f in "$L"/bench-*.log; do echo "--- $f"; sed -n '/^| context/,$p' "$f" | tail -8; done
+fi
+tar czf "$OUT/logs-$PART.tgz" -C "$OUT" "$PART" && rm -rf "$L"

@@ -21,7 +21,8 @@ use_gemv("overlap") runs o_proj with kernels.stream_gemv (CUDA C, weights stream
 memory from before the PDL wait) in a ring small enough to share an SM with the cluster attention,
 which releases it at its start: o_proj's weights are in shared memory when attention ends. Up to
 STREAM_MAX_HIDDEN QKV and gate/up stream too: QKV's CTAs load as soon as down_proj's programs leave
-room, gate/up's during attention and o_proj (which then releases it at its start). "auto" picks it
+room and release the attention at their start (whose CTAs then copy their K/V tiles beside them),
+gate/up's load during attention and o_proj (which then releases it at its start). "auto" picks it
 beside the CUDA attention;
 use_gemv("cuda") all four GEMVs, as two launches per layer: attention, then o_proj + gate/up + down
 + the next layer's QKV in one stream_gemv chain.
@@ -65,7 +66,9 @@ CUDA_ATTENTION_CONTEXT = cluster.CLUSTER * cluster.MIN_CHUNK
 # stay configured for the most shared memory, so gate/up's ring fits beside o_proj's CTAs). Measured,
 # greedy step at ctx 512 (kernels/PERF.md ninth and tenth sessions): Triton GEMVs -> overlap 1.5B 1094
 # -> 1047 us (two-slot gate/up, driver's carveout) -> ~1035, Qwen3 1155 -> 1102, 3B 1899 -> 1847;
-# streamed QKV and gate/up, or the all-shared carveout, are slower for hidden 2048.
+# streamed QKV and gate/up, or the all-shared carveout, are slower for hidden 2048. Twelfth session: QKV
+# and o_proj on CUDA cores (stream_gemv consume_cc) 1.5B 1015 -> 1003 us, Qwen3 / 3B -4 to -5 us; QKV
+# releasing the attention at its start 1.5B 1004 -> 998-1000 us (each A/B on one machine; machines differ).
 O_BUDGET, QKV_BUDGET, GATE_UP_BUDGET, STREAM_MAX_HIDDEN = 80 * 1024, 64 * 1024, 164 * 1024, 1536
 STREAM_CARVEOUT = 100
 # The streamed gate/up's split (kernels.stream_gemv skew): its last CTAs start only when o_proj's end
@@ -196,7 +199,7 @@ class FastRunner(Runner):
         for i, layer in enumerate(w.layers):
             if streamed:
                 stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
-                                           budget=QKV_BUDGET, carveout=c)
+                                           budget=QKV_BUDGET, early=True, carveout=c)
             else:
                 rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
             self._attention(i, early=overlap, carveout=c)
