@@ -212,6 +212,33 @@ __device__ __forceinline__ void grid_barrier(u32* count, u32 target) {
   consumers_sync();
 }
 
+// A consumer phase's start: the previous kernel done (PDL; then release the next one unless EARLY did at
+// the CTA's start), or for a later phase of a chain every CTA done with the previous phase.
+__device__ __forceinline__ void phase_wait(u32* sync, u32 target) {
+  if (target == 0) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#if !EARLY
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  } else {
+    grid_barrier(sync, target);
+  }
+}
+// The RMSNorm scale from each consumer thread's partial sum of squares (1 without a norm); every consumer
+// thread is past its staging afterwards (consumers_sync).
+template <int NORM_KIND> __device__ __forceinline__ float block_rstd(float ssq, float* red, int K, float eps) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (NORM_KIND >= 0) {
+    for (int o = 16; o > 0; o >>= 1) ssq += __shfl_xor_sync(0xffffffffu, ssq, o);
+    if (lane == 0) red[warp] = ssq;
+  }
+  consumers_sync();
+  if (NORM_KIND < 0) return 1.f;
+  ssq = 0.f;
+  for (int i = 0; i < NWARP; ++i) ssq += red[i];
+  return rsqrtf(ssq / K + eps);
+}
+
 // Producer (one thread): copy this CTA's rows of phase `ph` into the ring, slot by slot: MT rows x KC
 // columns per slot, row tiles in order, the K chunks of a tile one after the other.
 template <int MODE, int KC>
@@ -332,14 +359,7 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
 #pragma unroll
   for (int i = 0; i < NPRE; ++i) nwp[i] = norm4<NORM_KIND>(ph.norm_w, (tid + i * NCONSUMER) * 4, K);
   const float bias0 = BIAS_KIND >= 0 && tid < nu ? any_f32<BIAS_KIND>(ph.bias, u0 + tid) : 0.f;
-  if (target == 0) {  // the first phase: activations come from the previous kernel
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#if !EARLY
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-  } else {
-    grid_barrier(sync, target);
-  }
+  phase_wait(sync, target);
   STAMP(100 * phase + 0, 0.f);
   // The residual rows (read now, beside the activation) and the activation, once per CTA, into shared
   // memory as MMA fragments.
@@ -352,20 +372,10 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
   }
   for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4)
     ssq += stage4(xb, k, __ldcg((const float4*)(ph.act + k)), norm4<NORM_KIND>(ph.norm_w, k, K));
-  if (NORM_KIND >= 0) {
-    for (int o = 16; o > 0; o >>= 1) ssq += __shfl_xor_sync(0xffffffffu, ssq, o);
-    if (lane == 0) red[warp] = ssq;
-  }
-  consumers_sync();
+  const float rstd = block_rstd<NORM_KIND>(ssq, red, K, eps);
   if (hs != nullptr && tid == 0) {  // MLP: this CTA has read x; it may be updated once every CTA has
     __threadfence();
     atomicAdd(sync, 1u);
-  }
-  float rstd = 1.f;
-  if (NORM_KIND >= 0) {
-    ssq = 0.f;
-    for (int i = 0; i < NWARP; ++i) ssq += red[i];
-    rstd = rsqrtf(ssq / K + eps);
   }
   STAMP(100 * phase + 1, rstd);
   // ldmatrix.x4 addresses: lane l gives row l % 16, columns + 8 * (l / 16), of this warp's 16-column steps
@@ -477,14 +487,7 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
   for (int i = 0; i < NPRE; ++i) nwp[i] = norm4<NORM_KIND>(ph.norm_w, (tid + i * NCONSUMER) * 4, K);
   const int my = 2 * warp + (lane & 1);  // the tile row lanes 0 and 1 write
   const float bias0 = BIAS_KIND >= 0 && lane < 2 && my < nu ? any_f32<BIAS_KIND>(ph.bias, u0 + my) : 0.f;
-  if (target == 0) {  // the first phase: activations come from the previous kernel
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#if !EARLY
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-  } else {
-    grid_barrier(sync, target);
-  }
+  phase_wait(sync, target);
   STAMP(100 * phase + 0, 0.f);
   const float res0 = MODE == 1 && lane < 2 && my < nu ? __ldcg(ph.out + u0 + my) : 0.f;  // beside the activation
   float ssq = 0.f;
@@ -496,17 +499,7 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
 #pragma unroll 1  // (K > 2048 only; unrolled it takes registers the rest does not need)
   for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4)
     ssq += stage_f32(xs, k, __ldcg((const float4*)(ph.act + k)), norm4<NORM_KIND>(ph.norm_w, k, K));
-  if (NORM_KIND >= 0) {
-    for (int o = 16; o > 0; o >>= 1) ssq += __shfl_xor_sync(0xffffffffu, ssq, o);
-    if (lane == 0) red[warp] = ssq;
-  }
-  consumers_sync();
-  float rstd = 1.f;
-  if (NORM_KIND >= 0) {
-    ssq = 0.f;
-    for (int i = 0; i < NWARP; ++i) ssq += red[i];
-    rstd = rsqrtf(ssq / K + eps);
-  }
+  const float rstd = block_rstd<NORM_KIND>(ssq, red, K, eps);
   STAMP(100 * phase + 1, rstd);
   for (int g = 0; g < nu; g += MT) {
     float a0 = 0.f, b0 = 0.f, a1 = 0.f, b1 = 0.f;  // rows 2w and 2w + 1, two chains each
