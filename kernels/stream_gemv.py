@@ -43,7 +43,9 @@ o_proj's CTAs) and a split skewed towards the CTAs that start first (`skew`): 10
 Eleventh session (opt-in, not faster in the step): `tickets` (one gate/up op takes 8-unit tiles from a
 ticket counter as its CTAs go) and `tensor_map` (those tiles' slots copied as 3-D tensor-map boxes with
 the 128-byte swizzle); a CTA fits beside another kernel's only if the registers of its 3 warps in one SM
-quarter fit there too (kernels/PERF.md).
+quarter fit there too (kernels/PERF.md). Thirteenth session: `l2_prefetch` (the producers prefetch spans
+of the next kernel's weights into L2 once their own have landed): the runner's hidden-2048 o_proj fetches
+the Triton gate/up's first 6 MB during attention, 3B step -18 us, Qwen3 -16.
 PROBE_DEFINES (NO_COMPUTE, NO_BARRIER, TRACE) are for the probes only (scripts/probe_stream_gemv.py;
 TRACE 2: every CTA's timeline, scripts/trace_step_ctas.py).
 """
@@ -114,7 +116,10 @@ struct Phase {  // one GEMV of the chain (mirrored by _Phase in Python)
   const void* tmap;  // TMAP: w as a 3-D tensor map (64 columns, rows, K / 64 column chunks), 128-byte swizzle
   int units, K, late, deficit;  // the last `late` CTAs take `deficit` fewer units each (they start later)
 };
-struct Params { Phase p[MAXP]; u32* sync; unsigned long long* trace; float eps; int pad; };
+// pf / pf_bytes: up to two spans of global memory that the CTAs' producers prefetch into L2 after their own
+// copies (an even share each), for the kernel after this one (stream_chain's l2_prefetch)
+struct Params { Phase p[MAXP]; u32* sync; unsigned long long* trace; float eps; int pad;
+                const unsigned char* pf[2]; unsigned long long pf_bytes[2]; };
 
 // TRACE (probes only): 1: CTA 0's consumer thread 0 writes (%globaltimer, code) pairs to prm.trace, each
 // read once the value it follows is available. code = 100 * phase + event. 2 (one-op launches): every CTA
@@ -258,6 +263,23 @@ __device__ __forceinline__ void produce(const Phase& ph, int& s, unsigned char* 
         const long long row = MODE == 2 ? (lr < nu ? u0 + lr : ph.units + u0 + lr - nu) : u0 + lr;
         bulk_copy(smem_u32(ring + (size_t)buf * STAGE + (size_t)r * ROWB), ph.w + (row * K + k0) * 2, bytes, fb);
       }
+    }
+  }
+}
+
+// Producer, after its copies: this CTA's share of the l2_prefetch spans, in bulk prefetches of at most 32 KB
+// (no completion to wait for; the lines just arrive in L2). `last`: the full barrier of its last slot when the
+// ring held the CTA's whole share (no slot reused), so the prefetches never queue before its own weights
+// (3B step at ctx 512: 1837.7 -> 1832.0 us, kernels/PERF.md thirteenth session).
+__device__ __forceinline__ void l2_prefetch(const Params& prm, u64* last) {
+  if (prm.pf_bytes[0] == 0 && prm.pf_bytes[1] == 0) return;
+  if (last != nullptr) mbar_wait(smem_u32(last), 0);
+  for (int j = 0; j < 2; ++j) {
+    const unsigned long long n = prm.pf_bytes[j], share = ((n + gridDim.x - 1) / gridDim.x + 15) & ~15ull;
+    const unsigned long long end = min(n, share * (blockIdx.x + 1));
+    for (unsigned long long a = share * blockIdx.x; a < end; a += 32768) {
+      const u32 bytes = (u32)min(32768ull, end - a);
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(prm.pf[j] + a), "r"(bytes) : "memory");
     }
   }
 }
@@ -643,7 +665,10 @@ extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(cons
   if (tid == 0) { u32 sm_; asm("mov.u32 %0, %%smid;" : "=r"(sm_)); trace[16 * blockIdx.x + 7] = sm_; }
 #endif
   if (tid >= NCONSUMER) {  // producer warp: weights do not depend on the previous kernel, so no PDL wait
-    if (tid == NCONSUMER) { PRODUCE STAMP(901, 0.f); }
+    if (tid == NCONSUMER) {
+      PRODUCE STAMP(901, 0.f);
+      l2_prefetch(prm, s > 0 && s <= NS ? &full[(s - 1) % NS] : nullptr);
+    }
 #if MLP
     __syncwarp();
     mlp_tail(prm, part, false);
@@ -672,7 +697,8 @@ class _Phase(ctypes.Structure):
 
 class _Params(ctypes.Structure):
     _fields_ = [("p", _Phase * MAX_PHASES), ("sync", ctypes.c_void_p), ("trace", ctypes.c_void_p),
-                ("eps", ctypes.c_float), ("pad", ctypes.c_int)]
+                ("eps", ctypes.c_float), ("pad", ctypes.c_int), ("pf", ctypes.c_void_p * 2),
+                ("pf_bytes", ctypes.c_uint64 * 2)]
 
 
 @dataclass(frozen=True)
@@ -813,7 +839,7 @@ def _check(op: Op) -> None:
 def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1e-6, *, pdl: bool = False,
                  trace: torch.Tensor | None = None, budget: int | None = None, early: bool = False,
                  carveout: int | None = None, skew: tuple[int, int] = (0, 0), tickets: torch.Tensor | None = None,
-                 tensor_map: bool = False) -> None:
+                 tensor_map: bool = False, l2_prefetch: tuple[torch.Tensor, ...] = ()) -> None:
     """Run `ops` (1 to MAX_PHASES GEMVs, same weight dtype) in order in ONE launch: the weights of
     all of them stream through the shared-memory ring without a break; between two ops every CTA
     waits at a grid barrier (counters in `sync`, int32 [2] zeros, needed for more than one op; they
@@ -828,7 +854,10 @@ def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1
     from this counter as they go instead of a fixed share (those that stream faster take more); launches
     sharing `tickets` must not overlap (between two of them, a kernel that waits for the first before it
     releases the next: the runner's down_proj). tensor_map (with tickets, K % 64 == 0): each slot's 8 gate
-    and 8 up rows arrive as two tensor-map copies (kernels/PERF.md: faster than row copies at small slots)."""
+    and 8 up rows arrive as two tensor-map copies (kernels/PERF.md: faster than row copies at small slots).
+    l2_prefetch: up to two contiguous tensors (16-byte aligned, sizes multiples of 16 bytes) whose bytes the
+    CTAs prefetch into L2 after issuing their own copies, each CTA an even share: weights of the kernel after
+    this one, fetched while HBM would idle (the runner's hidden-2048 o_proj: gate/up's first rows)."""
     assert 1 <= len(ops) <= MAX_PHASES, f"1 to {MAX_PHASES} ops per launch"
     for op in ops:
         _check(op)
@@ -856,6 +885,12 @@ def stream_chain(ops: list[Op], sync: torch.Tensor | None = None, eps: float = 1
     prm.sync = sync.data_ptr() if sync is not None else 0
     prm.trace = trace.data_ptr() if trace is not None else 0  # int64 [240] (TRACE 1), [16 * grid] (TRACE 2)
     prm.eps = eps
+    assert len(l2_prefetch) <= 2, "at most two l2_prefetch spans"
+    for j, t in enumerate(l2_prefetch):
+        n = t.numel() * t.element_size()
+        assert t.is_contiguous() and t.data_ptr() % 16 == 0 and n % 16 == 0 and t.device == ops[0].w.device, \
+            "l2_prefetch spans: contiguous, on the weights' device, 16-byte aligned, sizes multiples of 16 bytes"
+        prm.pf[j], prm.pf_bytes[j] = t.data_ptr(), n
     kern.launch((p["grid"], 1, 1), THREADS, [prm], pdl=pdl)
 
 

@@ -11,12 +11,15 @@ it at its start; C: the CUDA kernels (streamed GEMVs, attention) prefer the all-
 kL_D: the streamed gate/up's last L CTAs take D fewer units each (stream_chain skew); T: the Triton
 kernels prefer the all-shared carveout too; D: the streamed gate/up's CTAs take tiles from a ticket counter
 (stream_chain tickets) instead of a fixed share; TM (with D): its slots arrive as tensor-map copies;
+pfN: the streamed o_proj prefetches N MB of gate/up's first rows into L2 (runner.gate_up_head) once its own
+weights have landed;
 oGN: the streamed o_proj on N CTAs (instead of one per SM); MMA: the streamed QKV and o_proj on tensor
 cores (stream_gemv MMA_SMALL, the tenth session's path);
 oNC / qNC: the streamed o_proj / QKV without their dot products (stream_gemv NO_COMPUTE: wrong
 results, a bound); oX: no o_proj at all (a bound, not the op); aP: the CUDA attention's CTAs take the shared memory an
 attention + o_proj fusion would (its 1/16 of the kv head's W_o columns, and their inputs; 1.5B: 231,008 bytes);
-dcN_K_W: the Triton down_proj with BLOCK_N N, BLOCK_K K, W warps (instead of kernels._util's rule);
+dcN_K_W[_S] / gcN_K_W[_S] / qcN_K_W[_S]: the Triton down_proj / gate/up / QKV with BLOCK_N N, BLOCK_K K, W warps,
+S pipeline stages (default 3, Triton's, as the rule's) instead of kernels._util's rule;
 mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
 variant: the relative difference of one layer stack's output from the first variant's, and us per
 step (median of 3 rounds of 100 replays, variants alternating). Prints a table last.
@@ -28,7 +31,7 @@ import tempfile
 import torch
 
 from _probe_engine import greedy_graph, random_engine, replay_us
-from inference.fast.runner import FastRunner
+from inference.fast.runner import FastRunner, gate_up_head
 from kernels import _util, cluster_attention, stream_gemv as stream
 from kernels.gemv_residual import gemv_residual, _gemv_residual_kernel
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
@@ -36,8 +39,9 @@ from kernels.rmsnorm_gemv import rmsnorm_gemv
 
 def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
     d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8, "aE": False, "C": False,
-         "k": (0, 0), "S": set(), "T": False, "D": False, "TM": False, "dc": None, "oX": False, "aP": False,
-         "oNC": False, "qNC": False, "MMA": False, "oG": 0}
+         "k": (0, 0), "S": set(), "T": False, "D": False, "TM": False, "dc": None, "gc": None, "qc": None,
+         "oX": False, "aP": False,
+         "oNC": False, "qNC": False, "MMA": False, "oG": 0, "pf": 0}
     for t in v.split("+"):
         if t.endswith("S") and t[-2:-1].isdigit():  # a streamed op that releases the next kernel at its start
             t = t[:-1]; d["S"].add(t.rstrip("0123456789"))
@@ -47,7 +51,8 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
             b, _, c = t[3:].partition("c"); d["mlp"] = int(b) * 1024; d["cl"] = int(c or 8)
         elif t.startswith("dn"): d["dn"] = int(t[2:]) * 1024
         elif t.startswith("oG"): d["oG"] = int(t[2:])
-        elif t.startswith("dc"): d["dc"] = tuple(int(n) for n in t[2:].split("_")) + (1,)
+        elif t.startswith("pf"): d["pf"] = int(t[2:]) << 20
+        elif t[:2] in ("dc", "gc", "qc"): d[t[:2]] = (tuple(int(n) for n in t[2:].split("_")) + (3,))[:4]
         elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
         elif t in ("oE", "dE", "aE", "C", "T", "D", "TM", "oX", "aP", "oNC", "qNC", "MMA"): d[t] = True
         elif t.startswith("k"): d["k"] = tuple(int(n) for n in t[1:].split("_"))
@@ -79,8 +84,10 @@ def layers(self):
         cluster_attention.smem_bytes = (lambda g, c=16: SMEM_BYTES0(g, c) + HID[0] // c * g * 128 * 2 + g * 512 + 16) \
             if d["aP"] else SMEM_BYTES0
         cluster_attention._kernel.cache_clear()
-    if d["dc"]:
-        _util.TUNED[tuple(w.layers[0].down.shape)] = [d["dc"]]
+    gu = w.layers[0].gate_up.shape
+    for key, shape in (("dc", w.layers[0].down.shape), ("gc", (gu[0] // 2, gu[1])), ("qc", w.layers[0].qkv.shape)):
+        if d[key]:
+            _util.TUNED[tuple(shape)] = [d[key]]
     for i, layer in enumerate(w.layers):
         if d["qkv"]:
             stream.PROBE_DEFINES["NO_COMPUTE"] = int(d["qNC"])
@@ -97,7 +104,7 @@ def layers(self):
             if d["oG"]:
                 stream._sms = lambda dev: d["oG"]
             stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=d["o"], early="o" in d["S"],
-                                        carveout=c)
+                                        carveout=c, l2_prefetch=gate_up_head(layer.gate_up, d["pf"]))
             stream._sms = sms
         else:
             gemv_residual(self.attn, layer.o, self.x, pdl=pdl, early=d["oE"])

@@ -91,6 +91,34 @@ def test_gemv_residual_adds_into_x_once(n, k, wdtype, gen):
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("spans", [[(6 << 20,)], [(16,), (4096 * 2 + 48,)], [(3 << 20,), (131 * 16,)]])
+def test_l2_prefetch_spans_leave_the_result_alone(spans, gen):
+    """Spans of any size (fewer bytes than CTAs, odd multiples of 16, ending at their allocation's end)."""
+    a = randn(2048, gen=gen, device="cuda")
+    w = randn(2048, 2048, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.05)
+    x = randn(2048, gen=gen, device="cuda", scale=5.0)
+    other = [randn(n // 2, gen=gen, dtype=torch.bfloat16, device="cuda") for (n,) in spans]
+    kept = [t.clone() for t in other]
+    ref = gemv_residual_ref(a, w, x)
+    sg.stream_gemv_residual(a, w, x, pdl=True, budget=80 * 1024, l2_prefetch=tuple(other))
+    torch.cuda.synchronize()
+    assert rel_err(x, ref) <= 1e-5
+    assert all(torch.equal(t, k) for t, k in zip(other, kept))
+
+
+@pytest.mark.gpu
+@hopper
+def test_l2_prefetch_spans_must_be_aligned_whole_16_bytes():
+    a, x = torch.zeros(16, device="cuda"), torch.zeros(16, device="cuda")
+    w = torch.zeros(16, 16, dtype=torch.bfloat16, device="cuda")
+    span = torch.zeros(64, dtype=torch.bfloat16, device="cuda")
+    for bad in [(span[:7],), (span[1:9],), (span, span, span)]:
+        with pytest.raises(AssertionError):
+            sg.stream_gemv_residual(a, w, x, l2_prefetch=bad)
+
+
+@pytest.mark.gpu
+@hopper
 @pytest.mark.parametrize("wdtype", [torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("i,k", [(8960, 1536), (6144, 2048), (11008, 2048), (131, 272), (3, 16)])
 def test_gate_up_silu_matches_reference(i, k, wdtype, gen):
