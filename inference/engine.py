@@ -4,10 +4,10 @@
 picks a runner (the CUDA fast path on a GPU, else the reference forward). `generate(prompt,
 params)` yields `TokenEvent`s as tokens arrive and ends with one `FinishEvent` carrying the stats.
 
-The decode loop never makes the device wait for the host: each step's token is copied to pinned
-host memory asynchronously and read `LAG` steps later, so stop conditions (EOS ids, stop strings,
-max_tokens, cancellation) are seen a few steps late and the overshoot is simply discarded. One
-Engine serves one request at a time; callers serialise.
+The decode loop never makes the device wait for the host: each step's token lands in pinned host
+memory (the fast path's graph writes it there itself) and is read `LAG` steps later, so stop
+conditions (EOS ids, stop strings, max_tokens, cancellation) are seen a few steps late and the
+overshoot is simply discarded. One Engine serves one request at a time; callers serialise.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from .stops import StopStrings
 from .tokenizer import Tokenizer
 
 LAG = 8  # steps the host may run ahead of the tokens it has read back
+TIMED_FIRST, TIMED_EVERY = 16, 16  # which tokens carry a timing event on CUDA (_DeviceTimer)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -51,8 +52,8 @@ class GenerationStats:
     prompt_tokens: int
     generated_tokens: int
     ttft_ms: float  # request start -> first token on the host (tokenize + prefill + sample)
-    decode_tok_s: float  # tokens after the first / device time between first and last token
-    decode_ms: float
+    decode_tok_s: float  # tokens after the first / device time from the first token (over the timed span)
+    decode_ms: float  # device time from the first token to the last one timed (_DeviceTimer)
     finish_reason: str  # "stop" | "length" | "cancelled"
     seed: int = 0
 
@@ -189,12 +190,12 @@ class Engine:
             if tail:
                 pieces.append(tail)
                 yield TokenEvent([], tail, time.perf_counter())
-        decode_ms = timer.decode_ms()
+        timed, decode_ms = timer.decode()
         stats = GenerationStats(
             prompt_tokens=len(ids),
             generated_tokens=generated,
             ttft_ms=round(ttft_ms, 3),
-            decode_tok_s=round((generated - 1) / (decode_ms / 1000), 2) if generated > 1 and decode_ms > 0 else 0.0,
+            decode_tok_s=round(timed / (decode_ms / 1000), 2) if timed and decode_ms > 0 else 0.0,
             decode_ms=round(decode_ms, 3),
             finish_reason=finish,
             seed=getattr(self.runner, "seed", 0),
@@ -210,11 +211,12 @@ def _is_set(cancel: Cancel | None) -> bool:
 class _DeviceTimer:
     """Reads sampled tokens back without stalling the device, and times them on the device.
 
-    CUDA: each token is copied into pinned host memory with a recorded event; `pop` waits only
-    for the oldest one. A token the runner's graph already wrote to pinned host memory (a CPU
-    tensor) is not copied: its event only marks when it is valid. Decode time is the event time
-    between the first and the last token read.
-    CPU: values are ready at once; host clock.
+    CUDA: a token the runner's graph writes to pinned host memory (a CPU tensor, -1 until written: the
+    FastRunner's ring) is polled; any other device token is copied into pinned memory with an event
+    behind it. Decode time is the device time between the first token read and the last token read that
+    has a timing event: those follow the first TIMED_FIRST tokens, every TIMED_EVERY-th and the last
+    one asked for (an event after every step cost the 1.5B ~2 us per token: kernels/PERF.md thirteenth
+    session). CPU: values are ready at once; host clock.
     """
 
     def __init__(self, device: torch.device):
@@ -226,41 +228,58 @@ class _DeviceTimer:
         if self.host.numel() < max_tokens:
             self.host = torch.zeros(max(max_tokens, 1024), dtype=torch.int64, pin_memory=self.cuda)
         self.queue.clear()
+        self.max_tokens = max_tokens
         self.n_pushed = 0
-        self.first = self.last = None
+        self.first = self.last = None  # (token index, timing event or host time)
 
     def push(self, token: torch.Tensor):
         i = self.n_pushed
         self.n_pushed += 1
-        if self.cuda:
-            if token.device.type == "cuda":
-                self.host[i:i + 1].copy_(token, non_blocking=True)
-                token = self.host[i:i + 1]
-            ev = torch.cuda.Event(enable_timing=True)
-            ev.record()
-            self.queue.append((token, ev))
-        else:
+        if not self.cuda:
             self.host[i] = token[0]
-            self.queue.append((self.host[i:i + 1], time.perf_counter()))
+            self.queue.append((i, self.host[i:i + 1], time.perf_counter()))
+            return
+        timed = i < TIMED_FIRST or i % TIMED_EVERY == 0 or i == self.max_tokens - 1
+        ev = None
+        if token.device.type == "cuda":
+            self.host[i:i + 1].copy_(token, non_blocking=True)
+            token = self.host[i:i + 1]
+            ev = torch.cuda.Event(enable_timing=timed)
+        elif timed:
+            ev = torch.cuda.Event(enable_timing=True)
+        if ev is not None:
+            ev.record()
+        self.queue.append((i, token, ev if timed else None, ev))
 
     def pop(self) -> int:
-        value, mark = self.queue.popleft()
-        if self.cuda:
-            mark.synchronize()
-        if self.first is None:
-            self.first = mark
-        self.last = mark
+        if not self.cuda:
+            i, value, mark = self.queue.popleft()
+        else:
+            i, value, mark, ready = self.queue.popleft()
+            if ready is not None:
+                ready.synchronize()
+            else:  # a ring slot: -1 until the device writes the token (sleep(0) lets other threads run)
+                view = value.numpy()
+                while view[0] < 0:
+                    time.sleep(0)
+        if mark is not None:
+            if self.first is None:
+                self.first = (i, mark)
+            self.last = (i, mark)
         return int(value[0])
 
-    def decode_ms(self) -> float:
-        if self.first is None or self.first is self.last:
-            return 0.0
+    def decode(self) -> tuple[int, float]:
+        """(tokens after the first, ms) over the timed span of the tokens read."""
+        if self.first is None or self.last[0] == self.first[0]:
+            return 0, 0.0
+        (i0, m0), (i1, m1) = self.first, self.last
         if self.cuda:
-            return self.first.elapsed_time(self.last)
-        return (self.last - self.first) * 1000
+            m1.synchronize()
+            return i1 - i0, m0.elapsed_time(m1)
+        return i1 - i0, (m1 - m0) * 1000
 
     def drain(self):
         """Let overshoot steps finish so the next request starts on an idle device."""
         if self.cuda and self.queue:
-            self.queue[-1][1].synchronize()
+            torch.cuda.current_stream().synchronize()
         self.queue.clear()

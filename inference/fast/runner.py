@@ -13,8 +13,8 @@ back for the next step, the next token's embedding copied into x, the token put 
 pinned host memory). Greedy requests without a repetition penalty do LM head, argmax and
 feed_token in one launch (lm_head_argmax), so their step is Triton kernels only, chained with
 PDL. Replaying the graph is all the host does per token; step() returns the token's
-ring slot (a CPU tensor, valid once the step's work is done), so the engine needs no
-device-to-host copy per token. x holds the input embedding between steps (start() writes it for
+ring slot (a CPU tensor, -1 until the step writes it), so the engine needs no device-to-host
+copy and no event per token. x holds the input embedding between steps (start() writes it for
 the first step); the residual stream stays in float32 (a few KB).
 
 use_gemv("overlap") runs o_proj with kernels.stream_gemv (CUDA C, weights streamed through shared
@@ -22,7 +22,8 @@ memory from before the PDL wait) in a ring small enough to share an SM with the 
 which releases it at its start: o_proj's weights are in shared memory when attention ends. Up to
 STREAM_MAX_HIDDEN QKV and gate/up stream too: QKV's CTAs load as soon as down_proj's programs leave
 room and release the attention at their start (whose CTAs then copy their K/V tiles beside them),
-gate/up's load during attention and o_proj (which then releases it at its start). "auto" picks it
+gate/up's load during attention and o_proj (which then releases it at its start); beyond it, where
+gate/up is Triton, o_proj prefetches gate/up's first rows into L2 during attention. "auto" picks it
 beside the CUDA attention;
 use_gemv("cuda") all four GEMVs, as two launches per layer: attention, then o_proj + gate/up + down
 + the next layer's QKV in one stream_gemv chain.
@@ -76,6 +77,20 @@ STREAM_CARVEOUT = 100
 # last GATE_UP_SKEW[0] of them take GATE_UP_SKEW[1] fewer units each (the 1.5B on an H200: 32 CTAs of 56
 # units = 7 whole ring slots, the others ~72 = 9; step 1042 -> 1017 us, kernels/PERF.md tenth session).
 GATE_UP_SKEW = (32, 16)
+# Where gate/up is Triton (hidden > STREAM_MAX_HIDDEN), the streamed o_proj prefetches this many bytes of
+# its first rows into L2 while the attention runs and HBM would idle (gate_up_head; kernels/PERF.md thirteenth
+# session, step at ctx 512: 2 / 4 / 6 / 8 / 10 MB: Qwen3 1100 -> 1091 / 1086 / 1085 / 1088 / 1093 us, 3B 1840 ->
+# 1832 / 1828 / 1826 / 1828 / 1832; more delays the critical path's small reads).
+GATE_UP_L2_PREFETCH = 6 << 20
+
+
+def gate_up_head(w_gate_up: Tensor, nbytes: int) -> tuple[Tensor, ...]:
+    """The first rows of a packed [2I, K] gate/up weight that its Triton kernel's first programs read (gate
+    rows 0.. and the matching up rows I..), about `nbytes` in all in whole 16-row tiles: what the streamed
+    o_proj prefetches into L2 (stream_gemv's l2_prefetch) for hidden sizes whose gate/up is Triton."""
+    i, k = w_gate_up.shape[0] // 2, w_gate_up.shape[1]
+    rows = min(i, nbytes // (2 * k * w_gate_up.element_size()) // 16 * 16)
+    return (w_gate_up[:rows], w_gate_up[i:i + rows]) if rows else ()
 
 
 class FastRunner(Runner):
@@ -204,8 +219,9 @@ class FastRunner(Runner):
                 rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
             self._attention(i, early=overlap, carveout=c)
             if overlap:  # a Triton gate/up released early would only hold SM slots while it waits
+                head = () if streamed else gate_up_head(layer.gate_up, GATE_UP_L2_PREFETCH)
                 stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=O_BUDGET, early=streamed,
-                                            carveout=c)
+                                            carveout=c, l2_prefetch=head)
             else:
                 gemv_residual(self.attn, layer.o, self.x, pdl=pdl)
             if streamed:
@@ -321,14 +337,15 @@ class FastRunner(Runner):
 
     @torch.inference_mode()
     def step(self) -> Tensor:
-        """The next token's slot in the pinned host ring (valid once the step's work is done)."""
+        """The next token's slot in the pinned host ring: -1 until the step writes the token."""
         self._select_attention(self.host_pos)
+        slot = (self.host_pos + 1) % RING
+        self.ring[slot] = -1  # its last token (RING steps ago) was read long since
         if self.use_graph:
             self._graph().replay()
         else:
             self._step_body()
         self.host_pos += 1
-        slot = self.host_pos % RING
         return self.ring[slot:slot + 1]
 
     @torch.inference_mode()

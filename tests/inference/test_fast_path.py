@@ -105,6 +105,38 @@ def test_graph_replay_generates_what_eager_kernels_generate(checkpoint):
     assert all(run == runs[0] for run in runs)
 
 
+def test_engine_reads_ring_tokens_by_polling_and_times_the_timed_span(checkpoint):
+    """Tokens come back through the pinned ring without an event per token: the stream equals the eager
+    kernels' tokens, and the device-timed span is tokens 0..63 for a full 64-token run and ends at the last
+    timed token for a run stopped by a stop id (timing events on the first 16, every 16th and the last asked
+    for)."""
+    from inference.engine import TIMED_EVERY, TIMED_FIRST, FinishEvent
+    from inference.prompts import Prompt
+    from inference.sampling import SamplingParams
+
+    assert (TIMED_FIRST, TIMED_EVERY) == (16, 16)
+    prompt = Prompt.from_ids(list(range(200, 230)))
+    engine = _engine(checkpoint)
+
+    def run(**kw):
+        evs = list(engine.generate(prompt, SamplingParams(**{"max_tokens": 64, "ignore_eos": True, **kw})))
+        return [t for ev in evs if not isinstance(ev, FinishEvent) for t in ev.token_ids], evs[-1].stats
+
+    tokens, stats = run()
+    engine.runner.use_graph = False
+    assert run()[0] == tokens
+    engine.runner.use_graph = True
+    assert stats.decode_tok_s * stats.decode_ms / 1000 == pytest.approx(63, rel=1e-3)
+    # stop at the first token from 33 on that is new in the output (random weights repeat themselves)
+    j = next((j for j in range(33, 63) if tokens[j] not in tokens[:j]), None)
+    if j is None:
+        pytest.skip("this random model's output repeats from token 33 on")
+    short, stats = run(ignore_eos=False, stop_token_ids=[tokens[j]])
+    assert short == tokens[:j + 1] and stats.finish_reason == "stop"
+    last_timed = max(i for i in range(j + 1) if i < TIMED_FIRST or i % TIMED_EVERY == 0)
+    assert stats.decode_tok_s * stats.decode_ms / 1000 == pytest.approx(last_timed, rel=1e-3)
+
+
 def test_seeded_sampling_in_the_graph_is_deterministic(checkpoint):
     from inference.engine import FinishEvent
     from inference.prompts import Prompt
