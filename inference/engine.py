@@ -237,7 +237,7 @@ class _DeviceTimer:
         self.n_pushed += 1
         if not self.cuda:
             self.host[i] = token[0]
-            self.queue.append((i, self.host[i:i + 1], time.perf_counter()))
+            self.queue.append((i, self.host[i:i + 1], time.perf_counter(), None))
             return
         timed = i < TIMED_FIRST or i % TIMED_EVERY == 0 or i == self.max_tokens - 1
         ev = None
@@ -252,16 +252,13 @@ class _DeviceTimer:
         self.queue.append((i, token, ev if timed else None, ev))
 
     def pop(self) -> int:
-        if not self.cuda:
-            i, value, mark = self.queue.popleft()
-        else:
-            i, value, mark, ready = self.queue.popleft()
-            if ready is not None:
-                ready.synchronize()
-            else:  # a ring slot: -1 until the device writes the token (sleep(0) lets other threads run)
-                view = value.numpy()
-                while view[0] < 0:
-                    time.sleep(0)
+        i, value, mark, ready = self.queue.popleft()
+        if ready is not None:
+            ready.synchronize()
+        else:  # a ring slot: -1 until the device writes the token (sleep(0) lets other threads run)
+            view = value.numpy()
+            while view[0] < 0:
+                time.sleep(0)
         if mark is not None:
             if self.first is None:
                 self.first = (i, mark)
