@@ -12,7 +12,7 @@ kL_D: the streamed gate/up's last L CTAs take D fewer units each (stream_chain s
 kernels prefer the all-shared carveout too; D: the streamed gate/up's CTAs take tiles from a ticket counter
 (stream_chain tickets) instead of a fixed share; TM (with D): its slots arrive as tensor-map copies;
 pfN: the streamed o_proj prefetches N MB of gate/up's first rows into L2 (runner.gate_up_head) once its own
-weights have landed;
+weights have landed; lhN_K_W[_S]: the LM head's Triton config (BLOCK_N, BLOCK_K, warps, stages: default 1);
 oGN: the streamed o_proj on N CTAs (instead of one per SM); MMA: the streamed QKV and o_proj on tensor
 cores (stream_gemv MMA_SMALL, the tenth session's path);
 oNC / qNC: the streamed o_proj / QKV without their dot products (stream_gemv NO_COMPUTE: wrong
@@ -41,7 +41,7 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
     d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8, "aE": False, "C": False,
          "k": (0, 0), "S": set(), "T": False, "D": False, "TM": False, "dc": None, "gc": None, "qc": None,
          "oX": False, "aP": False,
-         "oNC": False, "qNC": False, "MMA": False, "oG": 0, "pf": 0}
+         "oNC": False, "qNC": False, "MMA": False, "oG": 0, "pf": 0, "lh": None}
     for t in v.split("+"):
         if t.endswith("S") and t[-2:-1].isdigit():  # a streamed op that releases the next kernel at its start
             t = t[:-1]; d["S"].add(t.rstrip("0123456789"))
@@ -52,6 +52,7 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
         elif t.startswith("dn"): d["dn"] = int(t[2:]) * 1024
         elif t.startswith("oG"): d["oG"] = int(t[2:])
         elif t.startswith("pf"): d["pf"] = int(t[2:]) << 20
+        elif t.startswith("lh"): d["lh"] = (tuple(int(n) for n in t[2:].split("_")) + (1,))[:4]
         elif t[:2] in ("dc", "gc", "qc"): d[t[:2]] = (tuple(int(n) for n in t[2:].split("_")) + (3,))[:4]
         elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
         elif t in ("oE", "dE", "aE", "C", "T", "D", "TM", "oX", "aP", "oNC", "qNC", "MMA"): d[t] = True
@@ -85,7 +86,8 @@ def layers(self):
             if d["aP"] else SMEM_BYTES0
         cluster_attention._kernel.cache_clear()
     gu = w.layers[0].gate_up.shape
-    for key, shape in (("dc", w.layers[0].down.shape), ("gc", (gu[0] // 2, gu[1])), ("qc", w.layers[0].qkv.shape)):
+    for key, shape in (("dc", w.layers[0].down.shape), ("gc", (gu[0] // 2, gu[1])), ("qc", w.layers[0].qkv.shape),
+                       ("lh", w.lm_head.shape)):
         if d[key]:
             _util.TUNED[tuple(shape)] = [d[key]]
     for i, layer in enumerate(w.layers):
