@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The last session's final device calls (rerunnable), in two parts that each fit one 10-minute call:
 #   bash scripts/session_run.sh check   GPU tests of the kernels and the engine; the step with Triton vs
-#                                       overlap GEMVs; hidden 2048 with and without o_proj's L2 prefetch of
-#                                       gate/up (pf6); what a per-token event costs the device
+#                                       overlap GEMVs; the LM head launch alone by config vs a pure read;
+#                                       the engine's decode vs the same graph replayed back to back
 #   bash scripts/session_run.sh bench   the three benchmarks
 # Run from the repo root on the device; logs under $OUT (also packed into $OUT/logs-PART.tgz), a table last.
 set -uo pipefail
@@ -16,9 +16,9 @@ if [ "$PART" = check ]; then
     > "$L/gpu-tests.log" 2>&1
   tail -3 "$L/gpu-tests.log"
   timeout 150 python3 scripts/probe_step_mix.py --variants triton,overlap > "$L/ab-gemv-512.log" 2>&1
-  timeout 60 python3 scripts/probe_overlap.py qwen3-1.7b,qwen2.5-coder-3b aE+o80,aE+o80+pf6 > "$L/ab-pf-2048.log" 2>&1
-  timeout 50 python3 scripts/probe_token_events.py > "$L/token-events.log" 2>&1
-  sed -n '/^| shape/,$p' "$L/ab-gemv-512.log" "$L/ab-pf-2048.log" "$L/token-events.log"
+  timeout 40 python3 scripts/probe_lm_head.py --configs 16_256_4_1,32_128_4_1 > "$L/lm-head.log" 2>&1
+  timeout 100 python3 scripts/probe_pacing.py qwen2.5-coder-1.5b,qwen2.5-coder-3b --lags 8 > "$L/pacing.log" 2>&1
+  sed -n '/^| shape/,$p' "$L/ab-gemv-512.log" "$L/lm-head.log" "$L/pacing.log"
 else
   timeout 260 python3 -m inference.bench --shape qwen2.5-coder-1.5b --contexts 4096,16384 --vs hf \
     --json "$L/bench-qwen2.5-coder-1.5b.json" > "$L/bench-1.5b.log" 2>&1
