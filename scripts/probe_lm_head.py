@@ -11,6 +11,7 @@ import statistics
 
 import torch
 
+from _probe_engine import replay_us
 from inference.synth import SHAPES
 from kernels import _util
 from kernels.lm_head_argmax import argmax_scratch, lm_head_argmax
@@ -26,15 +27,7 @@ def time_graph(fn) -> float:
     with torch.cuda.graph(graph):
         for _ in range(REPS):
             fn()
-    times = []
-    for _ in range(5):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        graph.replay()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) * 1e3 / REPS)
-    return statistics.median(times)
+    return statistics.median(replay_us(graph, 1) for _ in range(5)) / REPS
 
 
 def main():
