@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._util import WEIGHT_DTYPES, check_vec, gate_up_config, pdl_launch_kwargs
+from kernels._util import WEIGHT_DTYPES, check_vec, gate_up_config, gate_up_lookahead, pdl_launch_kwargs
 
 
 @triton.jit
@@ -34,7 +34,8 @@ def _x_chunk(x_ptr, norm_w_ptr, k_offs, K):
 @triton.jit
 def _gate_up_silu_kernel(
     x_ptr, norm_w_ptr, w_ptr, out_ptr, N, K, eps,
-    USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, AHEAD: tl.constexpr,
+    RED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BLOCK_N], N = I
@@ -54,18 +55,38 @@ def _gate_up_silu_kernel(
         # early trigger in the other kernels was slower.
         tl.extra.cuda.gdc_launch_dependents()
     x, sq = _x_chunk(x_ptr, norm_w_ptr, cols, K)
-    acc_g = wg.to(tl.float32) * x[None, :]  # [BLOCK_N, BLOCK_K]
-    acc_u = wu.to(tl.float32) * x[None, :]
-    ssq = sq
-    for k0 in range(BLOCK_K, K, BLOCK_K):
-        k_offs = k0 + cols
-        m = row_mask[:, None] & (k_offs[None, :] < K)
-        wg = tl.load(g_rows + k_offs[None, :], mask=m, other=0.0)
-        wu = tl.load(u_rows + k_offs[None, :], mask=m, other=0.0)
-        x, sq = _x_chunk(x_ptr, norm_w_ptr, k_offs, K)
-        acc_g += wg.to(tl.float32) * x[None, :]
-        acc_u += wu.to(tl.float32) * x[None, :]
-        ssq += sq
+    if AHEAD:  # the next tiles' loads are issued before this tile's FMAs: two tiles in flight
+        acc_g = tl.zeros((BLOCK_N, BLOCK_K // RED), tl.float32)  # RED neighbouring columns summed in-thread
+        acc_u = tl.zeros((BLOCK_N, BLOCK_K // RED), tl.float32)
+        ssq = tl.zeros((BLOCK_K,), tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            k_offs = k0 + BLOCK_K + cols
+            m = row_mask[:, None] & (k_offs[None, :] < K)
+            wg_next = tl.load(g_rows + k_offs[None, :], mask=m, other=0.0)
+            wu_next = tl.load(u_rows + k_offs[None, :], mask=m, other=0.0)
+            x_next, sq_next = _x_chunk(x_ptr, norm_w_ptr, k_offs, K)
+            pg = wg.to(tl.float32) * x[None, :]
+            pu = wu.to(tl.float32) * x[None, :]
+            if RED > 1:
+                pg = tl.sum(tl.reshape(pg, (BLOCK_N, BLOCK_K // RED, RED)), axis=2)
+                pu = tl.sum(tl.reshape(pu, (BLOCK_N, BLOCK_K // RED, RED)), axis=2)
+            acc_g += pg
+            acc_u += pu
+            ssq += sq
+            wg, wu, x, sq = wg_next, wu_next, x_next, sq_next
+    else:
+        acc_g = wg.to(tl.float32) * x[None, :]  # [BLOCK_N, BLOCK_K]
+        acc_u = wu.to(tl.float32) * x[None, :]
+        ssq = sq
+        for k0 in range(BLOCK_K, K, BLOCK_K):
+            k_offs = k0 + cols
+            m = row_mask[:, None] & (k_offs[None, :] < K)
+            wg = tl.load(g_rows + k_offs[None, :], mask=m, other=0.0)
+            wu = tl.load(u_rows + k_offs[None, :], mask=m, other=0.0)
+            x, sq = _x_chunk(x_ptr, norm_w_ptr, k_offs, K)
+            acc_g += wg.to(tl.float32) * x[None, :]
+            acc_u += wu.to(tl.float32) * x[None, :]
+            ssq += sq
 
     rstd = tl.rsqrt(tl.sum(ssq, axis=0) / K + eps)
     g = tl.sum(acc_g, axis=1) * rstd  # [BLOCK_N]
@@ -76,9 +97,11 @@ def _gate_up_silu_kernel(
 
 def rmsnorm_gate_up_silu(
     x: torch.Tensor, norm_w: torch.Tensor, eps: float, w_gate_up: torch.Tensor, out: torch.Tensor,
-    *, pdl: bool = False,
+    *, pdl: bool = False, ahead: bool | None = None, red: int | None = None,
 ) -> torch.Tensor:
-    """out[I] = silu(W[0:I] @ n) * (W[I:2I] @ n) with n = rmsnorm(x) * norm_w; returns out."""
+    """out[I] = silu(W[0:I] @ n) * (W[I:2I] @ n) with n = rmsnorm(x) * norm_w; returns out. ahead, red:
+    each program loads the next tiles before multiplying the current ones, summing red neighbouring columns
+    in-thread (None: _util.gate_up_lookahead's rule)."""
     w = w_gate_up
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [2I, K]"
     two_i, k = w.shape
@@ -89,8 +112,10 @@ def rmsnorm_gate_up_silu(
     check_vec(out, i, "out")
     assert x.device == w.device == out.device
     cfg = gate_up_config(i, k)
+    look = gate_up_lookahead(cfg)
+    look = {"AHEAD": look["AHEAD"] if ahead is None else ahead, "RED": look["RED"] if red is None else red}
     _gate_up_silu_kernel[(triton.cdiv(i, cfg["BLOCK_N"]),)](
-        x, norm_w, w, out, i, k, eps, USE_PDL=pdl, **cfg, **pdl_launch_kwargs(pdl, w.device))
+        x, norm_w, w, out, i, k, eps, USE_PDL=pdl, **look, **cfg, **pdl_launch_kwargs(pdl, w.device))
     return out
 
 

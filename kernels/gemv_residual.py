@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwargs
+from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwargs, residual_lookahead
 
 
 # Contract:
@@ -23,6 +23,7 @@ from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwar
 def _gemv_residual_kernel(
     a_ptr, w_ptr, x_ptr, N, K,
     USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, EARLY: tl.constexpr,
+    AHEAD: tl.constexpr, RED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)  # [BLOCK_N]
@@ -37,13 +38,26 @@ def _gemv_residual_kernel(
         if EARLY:
             tl.extra.cuda.gdc_launch_dependents()
     a = tl.load(a_ptr + cols, mask=cols < K, other=0.0).to(tl.float32)
-    acc = w.to(tl.float32) * a[None, :]  # [BLOCK_N, BLOCK_K]
-    for k0 in range(BLOCK_K, K, BLOCK_K):
-        k_offs = k0 + cols
-        k_mask = k_offs < K
-        w = tl.load(w_rows + k_offs[None, :], mask=row_mask[:, None] & k_mask[None, :], other=0.0)
-        a = tl.load(a_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32)
-        acc += w.to(tl.float32) * a[None, :]
+    if AHEAD:  # the next tile's loads are issued before this tile's FMAs: two tiles in flight
+        acc = tl.zeros((BLOCK_N, BLOCK_K // RED), tl.float32)  # RED neighbouring columns summed in-thread
+        for k0 in range(0, K, BLOCK_K):
+            k_offs = k0 + BLOCK_K + cols
+            k_mask = k_offs < K
+            w_next = tl.load(w_rows + k_offs[None, :], mask=row_mask[:, None] & k_mask[None, :], other=0.0)
+            a_next = tl.load(a_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32)
+            p = w.to(tl.float32) * a[None, :]
+            if RED > 1:
+                p = tl.sum(tl.reshape(p, (BLOCK_N, BLOCK_K // RED, RED)), axis=2)
+            acc += p
+            w, a = w_next, a_next
+    else:
+        acc = w.to(tl.float32) * a[None, :]  # [BLOCK_N, BLOCK_K]
+        for k0 in range(BLOCK_K, K, BLOCK_K):
+            k_offs = k0 + cols
+            k_mask = k_offs < K
+            w = tl.load(w_rows + k_offs[None, :], mask=row_mask[:, None] & k_mask[None, :], other=0.0)
+            a = tl.load(a_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32)
+            acc += w.to(tl.float32) * a[None, :]
     if USE_PDL and not EARLY:
         # Weights streamed: let the next kernel launch now so its prologue overlaps our tail.
         # (Not earlier: a kernel that triggers at its start lets a chain of waiting kernels pile up.)
@@ -54,10 +68,12 @@ def _gemv_residual_kernel(
 
 
 def gemv_residual(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl: bool = False,
-                  early: bool = False) -> torch.Tensor:
+                  early: bool = False, ahead: bool | None = None, red: int | None = None) -> torch.Tensor:
     """x[N] += W[N, K] @ a[K], in place; returns x. early (with pdl): release the next kernel right
     after the PDL wait instead of after the main loop (for a next kernel that streams its weights
-    before its own wait, kernels.stream_gemv)."""
+    before its own wait, kernels.stream_gemv). ahead, red: each program loads the next
+    tile before multiplying the current one, summing red neighbouring columns in-thread (None:
+    _util.residual_lookahead's rule)."""
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
     n, k = w.shape
     check_vec(a, k, "a")
@@ -65,8 +81,10 @@ def gemv_residual(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl: boo
     assert a.device == w.device == x.device
     assert a.data_ptr() != x.data_ptr(), "a and x must be different buffers"
     cfg = gemv_config(n, k)
+    look = residual_lookahead(k, cfg)
+    look = {"AHEAD": look["AHEAD"] if ahead is None else ahead, "RED": look["RED"] if red is None else red}
     _gemv_residual_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
-        a, w, x, n, k, USE_PDL=pdl, EARLY=early, **cfg, **pdl_launch_kwargs(pdl, w.device))
+        a, w, x, n, k, USE_PDL=pdl, EARLY=early, **look, **cfg, **pdl_launch_kwargs(pdl, w.device))
     return x
 
 

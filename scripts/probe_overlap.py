@@ -19,7 +19,9 @@ oNC / qNC: the streamed o_proj / QKV without their dot products (stream_gemv NO_
 results, a bound); oX: no o_proj at all (a bound, not the op); aP: the CUDA attention's CTAs take the shared memory an
 attention + o_proj fusion would (its 1/16 of the kv head's W_o columns, and their inputs; 1.5B: 231,008 bytes);
 dcN_K_W[_S] / gcN_K_W[_S] / qcN_K_W[_S]: the Triton down_proj / gate/up / QKV with BLOCK_N N, BLOCK_K K, W warps,
-S pipeline stages (default 3, Triton's, as the rule's) instead of kernels._util's rule;
+S pipeline stages (default 3, Triton's, as the rule's) instead of kernels._util's rule; dA0 / gA0: the Triton
+down_proj / gate/up without their lookahead (kernels._util.residual_lookahead / gate_up_lookahead); dA1rR / gA1rR:
+with it, summing R neighbouring columns in-thread (1: a full-tile accumulator);
 mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
 variant: the relative difference of one layer stack's output from the first variant's, and us per
 step (median of 3 rounds of 100 replays, variants alternating). Prints a table last.
@@ -41,7 +43,8 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
     d = {"qkv": 0, "gu": 0, "oE": False, "dE": False, "o": 0, "dn": 0, "mlp": 0, "cl": 8, "aE": False, "C": False,
          "k": (0, 0), "S": set(), "T": False, "D": False, "TM": False, "dc": None, "gc": None, "qc": None,
          "oX": False, "aP": False,
-         "oNC": False, "qNC": False, "MMA": False, "oG": 0, "pf": 0, "lh": None}
+         "oNC": False, "qNC": False, "MMA": False, "oG": 0, "pf": 0, "lh": None,
+         "dA": None, "gA": None, "dR": None, "gR": None}
     for t in v.split("+"):
         if t.endswith("S") and t[-2:-1].isdigit():  # a streamed op that releases the next kernel at its start
             t = t[:-1]; d["S"].add(t.rstrip("0123456789"))
@@ -56,6 +59,8 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
         elif t[:2] in ("dc", "gc", "qc"): d[t[:2]] = (tuple(int(n) for n in t[2:].split("_")) + (3,))[:4]
         elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
         elif t in ("oE", "dE", "aE", "C", "T", "D", "TM", "oX", "aP", "oNC", "qNC", "MMA"): d[t] = True
+        elif t[:2] in ("dA", "gA"):  # e.g. dA0 (off), dA1r8
+            a, _, r = t[2:].partition("r"); d[t[:2]] = bool(int(a or 1)); d[t[0] + "R"] = int(r) if r else None
         elif t.startswith("k"): d["k"] = tuple(int(n) for n in t[1:].split("_"))
     return d
 
@@ -125,12 +130,13 @@ def layers(self):
                                        early="gu" in d["S"], carveout=c, skew=d["k"],
                                        tickets=self.gu_tickets if d["D"] else None, tensor_map=d["TM"])
         else:
-            rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
+            rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl, ahead=d["gA"],
+                                 red=d["gR"])
         if d["dn"]:
             stream.stream_gemv_residual(self.h, layer.down, self.x, pdl=pdl, budget=d["dn"], early="dn" in d["S"],
                                         carveout=c)
         else:
-            gemv_residual(self.h, layer.down, self.x, pdl=pdl, early=d["dE"])
+            gemv_residual(self.h, layer.down, self.x, pdl=pdl, early=d["dE"], ahead=d["dA"], red=d["dR"])
 FastRunner._layers = layers
 
 def main():
@@ -145,8 +151,8 @@ def main():
             # registers of the Triton GEMVs around the streamed ones
             L = r.w.layers[0]
             for nm, wt, a in (("o", L.o, r.attn), ("down", L.down, r.h)):
-                from kernels._util import gemv_config
-                cfg = gemv_config(*wt.shape)
+                cfg = _util.gemv_config(*wt.shape)
+                cfg.update(_util.residual_lookahead(wt.shape[1], cfg))
                 ck = _gemv_residual_kernel[(1,)](a, wt, r.x.clone(), wt.shape[0], wt.shape[1], USE_PDL=True,
                                                  EARLY=False, **cfg)
                 print(shape, nm, cfg, "regs", ck.n_regs, "spills", ck.n_spills, "shared", ck.metadata.shared,

@@ -1,10 +1,11 @@
 """The greedy decode step with each GEMV mode of FastRunner.use_gemv (triton; overlap: kernels.stream_gemv
 for o_proj, and QKV and gate/up up to hidden 1536, loading weights before their input is ready; cuda:
 stream_gemv chains for all four), the chains optionally at other shared-memory ring budgets ("cuda
-KB") (GPU only):
+KB"), "/0" after a variant: the Triton down_proj and gate/up without their lookahead (kernels._util
+residual_lookahead / gate_up_lookahead) (GPU only):
 
     PYTHONPATH=.:scripts python scripts/probe_step_mix.py [--shapes a,b] [--context 512] \
-        [--variants "triton,overlap,cuda 150"]
+        [--variants "triton,overlap,cuda 150,triton/0"]
 
 Each variant: the step's CUDA graph captured with those kernels, replayed back to back (us per
 step, median of 3 rounds, variants alternating). Prints a table last.
@@ -16,14 +17,18 @@ import tempfile
 import torch
 
 from _probe_engine import greedy_graph, random_engine, replay_us
-from kernels import stream_gemv as sg
+from kernels import _util, gate_up_silu, gemv_residual, stream_gemv as sg
 
 
 BUDGET = sg.SMEM_BUDGET
 
 
 def use(runner, variant: str) -> None:
-    """variant: a use_gemv mode, optionally followed by a ring budget in KB."""
+    """variant: a use_gemv mode, optionally followed by a ring budget in KB, then optionally "/0"."""
+    variant, _, ahead = variant.partition("/")
+    off = {"AHEAD": False, "RED": 1}
+    gemv_residual.residual_lookahead = (lambda k, cfg: off) if ahead == "0" else _util.residual_lookahead
+    gate_up_silu.gate_up_lookahead = (lambda cfg: off) if ahead == "0" else _util.gate_up_lookahead
     mode, _, kb = variant.partition(" ")
     sg.SMEM_BUDGET = int(kb) * 1024 if kb else BUDGET  # the plan is made at capture time
     runner.use_gemv(mode)

@@ -12,12 +12,13 @@ TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-4}
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("i,k", [(45, 100), (45, 300), (8, 33), (64, 64)])
-def test_matches_reference_on_odd_shapes(i, k, dtype, gen):
+@pytest.mark.parametrize("ahead,red", [(False, 1), (True, 1), (True, 4), (True, 8)])  # next tile early; sums
+def test_matches_reference_on_odd_shapes(i, k, dtype, ahead, red, gen):
     x = randn(k, gen=gen, scale=2.0)
     norm_w = randn(k, gen=gen, dtype=dtype)
     w = randn(2 * i, k, gen=gen, dtype=dtype)
     out = poisoned(i)
-    got = rmsnorm_gate_up_silu(x, norm_w, 1e-6, w, out)
+    got = rmsnorm_gate_up_silu(x, norm_w, 1e-6, w, out, ahead=ahead, red=red)
     assert got is out
     assert rel_err(out, rmsnorm_gate_up_silu_ref(x, norm_w, 1e-6, w)) <= TOL[dtype]
 

@@ -12,12 +12,13 @@ TOL = {torch.float32: 1e-5, torch.bfloat16: 1e-4}
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("n,k", [(37, 100), (64, 300), (5, 33), (128, 64)])
-def test_adds_product_into_residual_in_place(n, k, dtype, gen):
+@pytest.mark.parametrize("ahead,red", [(False, 1), (True, 1), (True, 4), (True, 8)])  # next tile early; sums
+def test_adds_product_into_residual_in_place(n, k, dtype, ahead, red, gen):
     a = randn(k, gen=gen)
     w = randn(n, k, gen=gen, dtype=dtype)
     x = randn(n, gen=gen, scale=5.0)
     ref = gemv_residual_ref(a, w, x)
-    got = gemv_residual(a, w, x)
+    got = gemv_residual(a, w, x, ahead=ahead, red=red)
     assert got is x
     assert rel_err(x, ref) <= TOL[dtype]
 
