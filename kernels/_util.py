@@ -95,19 +95,18 @@ def gate_up_config(i: int, k: int) -> dict:
 
 
 # The main loops of gemv_residual and rmsnorm_gate_up_silu can issue the next tile's loads before the FMAs
-# of the current one (AHEAD: two tiles in flight per program instead of one), summing RED neighbouring
-# columns in-thread so that the accumulator keeps registers (and programs per SM) low.
-# Measured in the greedy step at ctx 512 (kernels/PERF.md fifteenth session, same process each):
-#   down_proj  1.5B (4, 2048, 8) AHEAD 1 RED 8: 1006.3 -> 995.1 us (RED 1: 101 registers, 2 programs per
-#              SM: slower); 3B / Qwen3 (4, 1024, 8) AHEAD 1 RED 1: 1824.1 -> 1814.1 / 1088.3 -> 1083.3 us
-#              (RED 8: -4.7 / -2.7; two tiles ahead: slower)
-#   gate/up    3B / Qwen3 (16, 256, 8) AHEAD 1 RED 4: -6.8 / -2.6 us (two tiles ahead, or a full accumulator: slower)
+# of the current one (AHEAD: two tiles in flight per program instead of one); gate/up sums RED neighbouring
+# columns in-thread so that its two accumulators keep registers (and programs per SM) low. Measured in the
+# greedy step at ctx 512 (kernels/PERF.md fifteenth session, same process each):
+#   down_proj  3B / Qwen3 (4, 1024, 8): 1824.1 -> 1814.1 / 1088.3 -> 1083.3 us. The 1.5B's (4, 2048, 8) needs
+#              in-thread sums to keep 3 programs per SM (101 registers otherwise); that gained 7-11 us alone, but
+#              with the runner's L2 prefetch of the next QKV (DOWN_L2_PREFETCH) it loses 9-13 us: not used.
+#   gate/up    3B / Qwen3 (16, 256, 8) RED 4: -6.8 / -2.6 us (two tiles ahead, or a full accumulator: slower)
 # QKV and the LM head (rmsnorm_gemv) measured level or slower: no lookahead there.
-def residual_lookahead(k: int, cfg: dict) -> dict:
-    """{AHEAD, RED} for gemv_residual with launch config cfg over K = k: down_proj (k >= 4096) loads ahead."""
-    if interpreting() or k < 4096:
-        return {"AHEAD": False, "RED": 1}
-    return {"AHEAD": True, "RED": 8 if cfg["BLOCK_N"] * cfg["BLOCK_K"] > 4096 else 1}
+def residual_lookahead(k: int, cfg: dict) -> bool:
+    """AHEAD for gemv_residual with launch config cfg over K = k: down_proj (k >= 4096) loads ahead where its
+    [BLOCK_N, BLOCK_K] accumulator is small enough (<= 4096 elements)."""
+    return not interpreting() and k >= 4096 and cfg["BLOCK_N"] * cfg["BLOCK_K"] <= 4096
 
 
 def gate_up_lookahead(cfg: dict) -> dict:

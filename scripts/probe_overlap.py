@@ -20,8 +20,9 @@ results, a bound); oX: no o_proj at all (a bound, not the op); aP: the CUDA atte
 attention + o_proj fusion would (its 1/16 of the kv head's W_o columns, and their inputs; 1.5B: 231,008 bytes);
 dcN_K_W[_S] / gcN_K_W[_S] / qcN_K_W[_S]: the Triton down_proj / gate/up / QKV with BLOCK_N N, BLOCK_K K, W warps,
 S pipeline stages (default 3, Triton's, as the rule's) instead of kernels._util's rule; dA0 / gA0: the Triton
-down_proj / gate/up without their lookahead (kernels._util.residual_lookahead / gate_up_lookahead); dA1rR / gA1rR:
-with it, summing R neighbouring columns in-thread (1: a full-tile accumulator);
+down_proj / gate/up without their lookahead (kernels._util.residual_lookahead / gate_up_lookahead); dA1 / gA1rR:
+with it (gate/up summing R neighbouring columns in-thread, 1: a full accumulator); dF[N]: the Triton down_proj's
+programs prefetch the next layer's QKV weights (their first N MB) into L2 after their main loop, 32 KB each;
 mlpNcC runs the whole MLP as stream_mlp (N KB, clusters of C); "base" is all Triton. Per
 variant: the relative difference of one layer stack's output from the first variant's, and us per
 step (median of 3 rounds of 100 replays, variants alternating). Prints a table last.
@@ -44,7 +45,7 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
          "k": (0, 0), "S": set(), "T": False, "D": False, "TM": False, "dc": None, "gc": None, "qc": None,
          "oX": False, "aP": False,
          "oNC": False, "qNC": False, "MMA": False, "oG": 0, "pf": 0, "lh": None,
-         "dA": None, "gA": None, "dR": None, "gR": None}
+         "dA": None, "gA": None, "gR": None, "dF": 0}
     for t in v.split("+"):
         if t.endswith("S") and t[-2:-1].isdigit():  # a streamed op that releases the next kernel at its start
             t = t[:-1]; d["S"].add(t.rstrip("0123456789"))
@@ -59,8 +60,9 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
         elif t[:2] in ("dc", "gc", "qc"): d[t[:2]] = (tuple(int(n) for n in t[2:].split("_")) + (3,))[:4]
         elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
         elif t in ("oE", "dE", "aE", "C", "T", "D", "TM", "oX", "aP", "oNC", "qNC", "MMA"): d[t] = True
+        elif t.startswith("dF"): d["dF"] = int(t[2:] or 10**6) << 20
         elif t[:2] in ("dA", "gA"):  # e.g. dA0 (off), dA1r8
-            a, _, r = t[2:].partition("r"); d[t[:2]] = bool(int(a or 1)); d[t[0] + "R"] = int(r) if r else None
+            a, _, r = t[2:].partition("r"); d[t[:2]] = bool(int(a or 1)); d["gR"] = int(r) if r else None
         elif t.startswith("k"): d["k"] = tuple(int(n) for n in t[1:].split("_"))
     return d
 
@@ -136,7 +138,8 @@ def layers(self):
             stream.stream_gemv_residual(self.h, layer.down, self.x, pdl=pdl, budget=d["dn"], early="dn" in d["S"],
                                         carveout=c)
         else:
-            gemv_residual(self.h, layer.down, self.x, pdl=pdl, early=d["dE"], ahead=d["dA"], red=d["dR"])
+            nxt = w.layers[i + 1].qkv.view(-1)[:d["dF"] // 2] if d["dF"] and i + 1 < len(w.layers) else None
+            gemv_residual(self.h, layer.down, self.x, pdl=pdl, early=d["dE"], ahead=d["dA"], l2_prefetch=nxt)
 FastRunner._layers = layers
 
 def main():
@@ -153,7 +156,7 @@ def main():
             for nm, wt, a in (("o", L.o, r.attn), ("down", L.down, r.h)):
                 cfg = _util.gemv_config(*wt.shape)
                 cfg.update(_util.residual_lookahead(wt.shape[1], cfg))
-                ck = _gemv_residual_kernel[(1,)](a, wt, r.x.clone(), wt.shape[0], wt.shape[1], USE_PDL=True,
+                ck = _gemv_residual_kernel[(1,)](a, wt, r.x.clone(), wt.shape[0], wt.shape[1], r.x, 0, USE_PDL=True,
                                                  EARLY=False, **cfg)
                 print(shape, nm, cfg, "regs", ck.n_regs, "spills", ck.n_spills, "shared", ck.metadata.shared,
                       flush=True)

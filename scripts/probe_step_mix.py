@@ -1,11 +1,12 @@
 """The greedy decode step with each GEMV mode of FastRunner.use_gemv (triton; overlap: kernels.stream_gemv
 for o_proj, and QKV and gate/up up to hidden 1536, loading weights before their input is ready; cuda:
 stream_gemv chains for all four), the chains optionally at other shared-memory ring budgets ("cuda
-KB"), "/0" after a variant: the Triton down_proj and gate/up without their lookahead (kernels._util
-residual_lookahead / gate_up_lookahead) (GPU only):
+KB"); after a variant, "/0": the Triton down_proj and gate/up without their lookahead (kernels._util
+residual_lookahead / gate_up_lookahead), "/n": down_proj without its L2 prefetch of the next weights
+(runner.DOWN_L2_PREFETCH) (GPU only):
 
     PYTHONPATH=.:scripts python scripts/probe_step_mix.py [--shapes a,b] [--context 512] \
-        [--variants "triton,overlap,cuda 150,triton/0"]
+        [--variants "triton,overlap,cuda 150,triton/0,overlap/n"]
 
 Each variant: the step's CUDA graph captured with those kernels, replayed back to back (us per
 step, median of 3 rounds, variants alternating). Prints a table last.
@@ -17,18 +18,21 @@ import tempfile
 import torch
 
 from _probe_engine import greedy_graph, random_engine, replay_us
+from inference.fast import runner as fast_runner
 from kernels import _util, gate_up_silu, gemv_residual, stream_gemv as sg
 
 
 BUDGET = sg.SMEM_BUDGET
+DOWN_L2_PREFETCH = fast_runner.DOWN_L2_PREFETCH
 
 
 def use(runner, variant: str) -> None:
-    """variant: a use_gemv mode, optionally followed by a ring budget in KB, then optionally "/0"."""
-    variant, _, ahead = variant.partition("/")
-    off = {"AHEAD": False, "RED": 1}
-    gemv_residual.residual_lookahead = (lambda k, cfg: off) if ahead == "0" else _util.residual_lookahead
-    gate_up_silu.gate_up_lookahead = (lambda cfg: off) if ahead == "0" else _util.gate_up_lookahead
+    """variant: a use_gemv mode, optionally followed by a ring budget in KB, then optionally "/" and flags."""
+    variant, _, flags = variant.partition("/")  # the rules are read when the graph is captured
+    gemv_residual.residual_lookahead = (lambda k, cfg: False) if "0" in flags else _util.residual_lookahead
+    no_ahead = {"AHEAD": False, "RED": 1}
+    gate_up_silu.gate_up_lookahead = (lambda cfg: no_ahead) if "0" in flags else _util.gate_up_lookahead
+    fast_runner.DOWN_L2_PREFETCH = 0 if "n" in flags else DOWN_L2_PREFETCH
     mode, _, kb = variant.partition(" ")
     sg.SMEM_BUDGET = int(kb) * 1024 if kb else BUDGET  # the plan is made at capture time
     runner.use_gemv(mode)

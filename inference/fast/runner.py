@@ -82,6 +82,12 @@ GATE_UP_SKEW = (32, 16)
 # session, step at ctx 512: 2 / 4 / 6 / 8 / 10 MB: Qwen3 1100 -> 1091 / 1086 / 1085 / 1088 / 1093 us, 3B 1840 ->
 # 1832 / 1828 / 1826 / 1828 / 1832; more delays the critical path's small reads).
 GATE_UP_L2_PREFETCH = 6 << 20
+# The Triton down_proj's first programs prefetch this many bytes of the next layer's QKV weights (after the last
+# layer: the LM head's) into L2 once their own weights are read, 32 KB each (gemv_residual l2_prefetch). Step at
+# ctx 512, same process (kernels/PERF.md fifteenth session): 1 / 2 / 3 / 4 MB: 1.5B 1012.5 -> 1007.7 / 1007.3 /
+# 1011.4 / 1014.3 us; 2 / 3 / 4 / 6 MB: 3B 1819.2 -> 1814.8 / 1815.3 / 1818.2 / 1826.3, Qwen3 1085.1 -> 1078.9 /
+# 1079.2 / 1080.2 / 1087.0; the whole QKV: slower (3B +20, Qwen3 +37).
+DOWN_L2_PREFETCH = 2 << 20
 
 
 def gate_up_head(w_gate_up: Tensor, nbytes: int) -> tuple[Tensor, ...]:
@@ -91,6 +97,11 @@ def gate_up_head(w_gate_up: Tensor, nbytes: int) -> tuple[Tensor, ...]:
     i, k = w_gate_up.shape[0] // 2, w_gate_up.shape[1]
     rows = min(i, nbytes // (2 * k * w_gate_up.element_size()) // 16 * 16)
     return (w_gate_up[:rows], w_gate_up[i:i + rows]) if rows else ()
+
+
+def leading_bytes(w: Tensor, nbytes: int) -> Tensor:
+    """The first `nbytes` of a contiguous weight (all of it if smaller), flat, in whole 16-byte units."""
+    return w.view(-1)[:min(w.numel(), nbytes // w.element_size()) // 8 * 8]
 
 
 class FastRunner(Runner):
@@ -212,6 +223,7 @@ class FastRunner(Runner):
         streamed = overlap and self.stream_qkv_gate_up  # QKV and gate/up
         c = STREAM_CARVEOUT if streamed else None
         for i, layer in enumerate(w.layers):
+            after = w.layers[i + 1].qkv if i + 1 < len(w.layers) else w.lm_head  # what the kernel after down reads
             if streamed:
                 stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
                                            budget=QKV_BUDGET, early=True, carveout=c)
@@ -229,7 +241,8 @@ class FastRunner(Runner):
                                            budget=GATE_UP_BUDGET, carveout=c, skew=self.gate_up_skew)
             else:
                 rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
-            gemv_residual(self.h, layer.down, self.x, pdl=pdl)
+            head = leading_bytes(after, DOWN_L2_PREFETCH) if DOWN_L2_PREFETCH else None
+            gemv_residual(self.h, layer.down, self.x, pdl=pdl, l2_prefetch=head)
 
     def _layers_chained(self):
         """The layers as 2 launches each: attention, then o_proj + gate/up + down + the next layer's
