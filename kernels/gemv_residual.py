@@ -2,7 +2,9 @@
 
 Each program owns BLOCK_N rows of W and the matching elements of x, reads them, adds its dot
 products and writes them back; no two programs touch the same x element, so in-place is safe
-(a and x must not overlap).
+(a and x must not overlap). Where the rule says so (kernels._util.residual_lookahead) a program loads its
+next tile before multiplying the current one; with l2_prefetch its programs then prefetch 32 KB each of the
+next kernel's weights into L2 (the runner's down_proj: the next layer's QKV).
 
 Not here: norms (see rmsnorm_gemv), bias (o_proj / down_proj have none in Qwen2/3 and Llama).
 """

@@ -7,6 +7,7 @@ Per layer, five launches read every weight exactly once:
     gemv_residual         o_proj, residual added in place                 -> x    [H] fp32
     rmsnorm_gate_up_silu  post-attention RMSNorm + gate/up + SiLU*up      -> h    [I] fp32
     gemv_residual         down_proj, residual added in place              -> x
+                          (its first programs then prefetch the next kernel's first weights into L2)
 then the final norm + LM head (rmsnorm_gemv), the sampler's filters (torch, only those the request
 uses) and gumbel_argmax: the Gumbel-max sample and feed_token's tail (token and position written
 back for the next step, the next token's embedding copied into x, the token put into a ring in
