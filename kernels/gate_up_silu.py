@@ -113,7 +113,7 @@ def rmsnorm_gate_up_silu(
     assert x.device == w.device == out.device
     cfg = gate_up_config(i, k)
     look = gate_up_lookahead(cfg)
-    look = {"AHEAD": look["AHEAD"] if ahead is None else ahead, "RED": look["RED"] if red is None else red}
+    look.update({k: v for k, v in (("AHEAD", ahead), ("RED", red)) if v is not None})
     _gate_up_silu_kernel[(triton.cdiv(i, cfg["BLOCK_N"]),)](
         x, norm_w, w, out, i, k, eps, USE_PDL=pdl, **look, **cfg, **pdl_launch_kwargs(pdl, w.device))
     return out

@@ -61,8 +61,9 @@ def parse(v):  # e.g. "qkv64+oE+gu120+dE", "qkv64+o64S+gu120+aE"
         elif t.startswith("o") and t[1:].isdigit(): d["o"] = int(t[1:]) * 1024
         elif t in ("oE", "dE", "aE", "C", "T", "D", "TM", "oX", "aP", "oNC", "qNC", "MMA"): d[t] = True
         elif t.startswith("dF"): d["dF"] = int(t[2:] or 10**6) << 20
-        elif t[:2] in ("dA", "gA"):  # e.g. dA0 (off), dA1r8
-            a, _, r = t[2:].partition("r"); d[t[:2]] = bool(int(a or 1)); d["gR"] = int(r) if r else None
+        elif t[:2] == "dA": d["dA"] = bool(int(t[2:] or 1))  # dA0: off
+        elif t[:2] == "gA":  # e.g. gA0 (off), gA1r4
+            a, _, r = t[2:].partition("r"); d["gA"] = bool(int(a or 1)); d["gR"] = int(r) if r else None
         elif t.startswith("k"): d["k"] = tuple(int(n) for n in t[1:].split("_"))
     return d
 
