@@ -36,6 +36,8 @@ class RunRequest:
     cursor: int | None = None  # infill: len(prefix)
     instruction: str = ""
     params: dict = field(default_factory=dict)  # validated SamplingParams kwargs, JSON-able
+    messages: list = field(default_factory=list)  # instruct from the API: the whole chat ({"role", "content"})
+    prompt_ids: list = field(default_factory=list)  # complete from the API: the prompt as token ids
 
     @property
     def prefix(self) -> str:
@@ -139,7 +141,7 @@ def request_from_job(job: dict) -> RunRequest:
 
 def build_prompt(request: RunRequest) -> Prompt:
     if request.mode == "complete":
-        return Prompt.completion(request.code)
+        return Prompt.from_ids(request.prompt_ids) if request.prompt_ids else Prompt.completion(request.code)
     if request.mode == "infill":
         return Prompt.fim(request.prefix, request.suffix)
-    return Prompt.chat(request.instruction)
+    return Prompt.chat(request.messages or request.instruction)

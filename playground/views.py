@@ -34,7 +34,7 @@ def _session_key(request) -> str:
     return request.session.session_key
 
 
-def _live_workers():
+def live_workers():
     """Workers whose heartbeat is recent (3 missed beats = gone)."""
     since = timezone.now() - timedelta(seconds=3 * settings.PLAYGROUND_HEARTBEAT_S + 5)
     return list(WorkerStatus.objects.filter(last_heartbeat__gte=since))
@@ -62,7 +62,7 @@ def editor(request):
     elif request.GET.get("run", "").isdigit():
         run = get_object_or_404(Run, pk=int(request.GET["run"]), session_key=session_key)
         initial = {**_snapshot(run), "forked_from": None}
-    workers = _live_workers()
+    workers = live_workers()
     return render(request, "playground/editor.html", {
         "initial": initial,
         "workers": workers,
@@ -133,7 +133,7 @@ def _dashboard_context() -> dict:
     values = [v for _, v in finished]
     return {
         "workers": WorkerStatus.objects.all(),
-        "live_ids": {w.worker_id for w in _live_workers()},
+        "live_ids": {w.worker_id for w in live_workers()},
         "queue_depth": Run.objects.filter(status=Run.QUEUED).count(),
         "running": Run.objects.filter(status=Run.RUNNING).count(),
         "recent": recent,
