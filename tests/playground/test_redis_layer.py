@@ -11,7 +11,8 @@ from channels.db import database_sync_to_async
 
 from inference.engine import Engine
 from playground.models import Run
-from playground.services import RunRequest, job_message
+from inference.sampling import SamplingParams
+from playground.protocol import RunRequest, job_run, sampling_json
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -24,7 +25,7 @@ def redis_layer(url):
 
 @database_sync_to_async
 def new_run(request: RunRequest) -> int:
-    return Run.objects.create(mode=request.mode, code=request.code, params=request.params).pk
+    return Run.objects.create(mode=request.mode, code=request.code, params=sampling_json(request.params)).pk
 
 
 async def read_run(web, channel, timeout=60):
@@ -44,10 +45,10 @@ async def test_each_job_goes_to_exactly_one_worker(redis_url, tiny_model_dir, st
             start_worker(engines[1], redis_layer(redis_url), worker_id="w-b") as b:
         jobs = []
         for i in range(6):
-            request = RunRequest("complete", code=f"def job_{i}():", params={"max_tokens": 40})
+            request = RunRequest("complete", code=f"def job_{i}():", params=SamplingParams(max_tokens=40))
             run_id = await new_run(request)
             reply = await web.new_channel()
-            await web.send("inference", job_message(run_id, request, reply))
+            await web.send("inference", job_run(run_id, request, reply))
             jobs.append((run_id, reply))
         results = await asyncio.gather(*(read_run(web, reply) for _, reply in jobs))
 
@@ -68,10 +69,10 @@ async def test_each_job_goes_to_exactly_one_worker(redis_url, tiny_model_dir, st
         assert a.current is None and b.current is None and a.jobs_done + b.jobs_done == 6
 
         # Cancel through Redis reaches the busy worker's control channel.
-        request = RunRequest("complete", code="def f():", params={"max_tokens": 2000})
+        request = RunRequest("complete", code="def f():", params=SamplingParams(max_tokens=2000))
         run_id = await new_run(request)
         reply = await web.new_channel()
-        await web.send("inference", job_message(run_id, request, reply))
+        await web.send("inference", job_run(run_id, request, reply))
         started = await asyncio.wait_for(web.receive(reply), 30)
         assert started["type"] == "gen.started"
         await web.send(started["worker_channel"], {"type": "job.cancel", "run_id": run_id})
