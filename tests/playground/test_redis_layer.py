@@ -18,9 +18,12 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def redis_layer(url):
+    """A channels_redis layer configured exactly as settings.py configures it."""
     from channels_redis.core import RedisChannelLayer
 
-    return RedisChannelLayer(hosts=[url], expiry=900, capacity=1000)
+    from playground.layer import LayerConfig
+
+    return RedisChannelLayer(**LayerConfig().channel_layers(url)["default"]["CONFIG"])
 
 
 @database_sync_to_async
@@ -79,3 +82,33 @@ async def test_each_job_goes_to_exactly_one_worker(redis_url, tiny_model_dir, st
         messages = await read_run(web, reply, timeout=15)
         assert messages[-1]["finish_reason"] == "cancelled"
         assert messages[-1]["stats"]["generated_tokens"] < 2000
+
+
+async def test_an_idle_worker_and_an_idle_reader_outlive_every_layer_timeout(redis_url, engine, start_worker):
+    """redis-py 8's default 5 s socket timeout once equalled channels_redis' 5 s blocking pop:
+    idle workers died and idle sockets closed with 1011. Idle 7 s, then work."""
+    from channels_redis.core import RedisChannelLayer
+
+    from playground.layer import check_redis_timeouts
+
+    web = redis_layer(redis_url)
+    check_redis_timeouts(web)
+    idle = RedisChannelLayer.brpop_timeout + 2
+    async with start_worker(engine, redis_layer(redis_url), worker_id="idle") as worker:
+        reply = await web.new_channel()
+        with pytest.raises(asyncio.TimeoutError):  # nothing arrives; the read itself must not fail
+            await asyncio.wait_for(web.receive(reply), idle)
+        request = RunRequest("complete", code="def f():", params=SamplingParams(max_tokens=8))
+        run_id = await new_run(request)
+        await web.send("inference", job_run(run_id, request, reply))
+        messages = await read_run(web, reply, timeout=30)
+        assert messages[-1]["type"] == "gen.done" and worker.jobs_done == 1
+
+
+def test_a_socket_timeout_at_the_blocking_pop_is_refused():
+    from channels_redis.core import RedisChannelLayer
+
+    from playground.layer import check_redis_timeouts
+
+    with pytest.raises(RuntimeError, match="socket_timeout"):
+        check_redis_timeouts(RedisChannelLayer(hosts=[{"address": "redis://127.0.0.1:1/0", "socket_timeout": 5}]))
