@@ -10,7 +10,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from .models import Run, WorkerStatus
-from .services import RunRequest
+from .protocol import RunRequest, sampling_json
 
 
 @database_sync_to_async
@@ -21,9 +21,9 @@ def create_run(request: RunRequest, session_key: str, source: str = "browser", a
         code=request.code,
         cursor=request.cursor,
         instruction=request.instruction,
-        params=request.params,
-        messages=request.messages,
-        prompt_ids=request.prompt_ids,
+        params=sampling_json(request.params),
+        messages=list(request.messages),
+        prompt_ids=list(request.prompt_ids),
         source=source,
         api_key_id=api_key_id,
     )

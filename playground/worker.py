@@ -19,7 +19,8 @@ call, the warm-up included, happens on the same thread) and hands token
 events to a FrameStream; the loop sends the first token at once, then one frame per
 ~20 ms with the text gathered meanwhile. Cancellation sets a threading.Event that the
 engine checks between steps, so a Stop lands within one frame.
-Not here: validation of user input (services.py), the ORM (records.py).
+Messages are built by protocol.py. Not here: validation of user input (protocol.py), the ORM
+(records.py).
 """
 from __future__ import annotations
 
@@ -41,8 +42,8 @@ from inference.errors import EngineError
 from inference.prompts import FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, Prompt
 from inference.sampling import SamplingParams
 
+from . import protocol as p
 from . import records
-from .services import build_prompt, request_from_job, sampling_params
 
 log = logging.getLogger(__name__)
 
@@ -206,7 +207,7 @@ class Worker:
     async def _job_loop(self) -> None:
         while True:
             job = await self.layer.receive(self.queue)
-            if job.get("type") != "job.run":
+            if job.get("type") != p.JOB_RUN:
                 log.warning("worker %s: ignoring %r on the job queue", self.worker_id, job.get("type"))
                 continue
             try:
@@ -217,7 +218,7 @@ class Worker:
     async def _control_loop(self) -> None:
         while True:
             msg = await self.layer.receive(self.channel)
-            if msg.get("type") == "job.cancel" and self.current and self.current[0] == msg.get("run_id"):
+            if msg.get("type") == p.JOB_CANCEL and self.current and self.current[0] == msg.get("run_id"):
                 self.current[1].set()
 
     async def _heartbeat_loop(self) -> None:
@@ -258,13 +259,12 @@ class Worker:
         self.current = (run_id, cancel)
         loop = asyncio.get_running_loop()
         stream = FrameStream(loop, time.perf_counter())
-        await self._reply(reply, {"type": "gen.started", "run_id": run_id, "worker_channel": self.channel,
-                                  "worker_id": self.worker_id, "model": self.model}, cancel)
+        await self._reply(reply, p.gen_started(run_id, self.channel, self.worker_id, self.model), cancel)
         future = loop.run_in_executor(self.executor, self._generate, job, cancel, stream)
         seq, series = 0, []
         try:
             async for frame in stream.frames(self.frame_interval):
-                await self._reply(reply, {"type": "gen.frame", "run_id": run_id, "seq": seq, **frame}, cancel)
+                await self._reply(reply, p.gen_frame(run_id, seq, **frame), cancel)
                 seq += 1
                 if frame["tok_s"] > 0:
                     series.append(frame["tok_s"])
@@ -274,15 +274,13 @@ class Worker:
         output = "".join(stream.output)
         if stream.error is not None:
             await records.fail_run(run_id, stream.error, output)
-            await self._reply(reply, {"type": "gen.error", "run_id": run_id, "message": stream.error,
-                                      "code": stream.error_code}, cancel)
+            await self._reply(reply, p.gen_error(run_id, stream.error, code=stream.error_code), cancel)
         else:
             stats = dict(stream.stats, elapsed_ms=round((time.perf_counter() - stream.t0) * 1000, 1),
                          frames=seq, model=self.model, worker_id=self.worker_id,
                          tok_s_series=downsample(series, SERIES_POINTS))
             await records.finish_run(run_id, output, stats)
-            await self._reply(reply, {"type": "gen.done", "run_id": run_id, "stats": stats,
-                                      "finish_reason": stats["finish_reason"]}, cancel)
+            await self._reply(reply, p.gen_done(run_id, stats["finish_reason"], stats), cancel)
         self.jobs_done += 1
         await self.heartbeat(job_finished=True)
 
@@ -298,8 +296,8 @@ class Worker:
     def _generate(self, job: dict, cancel: threading.Event, stream: FrameStream) -> None:
         """Engine thread: run one generation into `stream`; always ends with stream.close()."""
         try:
-            request = request_from_job(job)
-            prompt, params = build_prompt(request), sampling_params(request.params)
+            request = p.RunRequest.from_json(job["request"])
+            prompt, params = request.prompt(), request.params
             if job.get("fit_context"):  # API request without max_tokens: up to the context, within the cap
                 room = self.engine.max_context - len(self.engine.prompt_ids(prompt))
                 params = replace(params, max_tokens=max(1, min(params.max_tokens, room)))
@@ -310,7 +308,7 @@ class Worker:
                     return
                 stream.push(ev.token_ids, ev.text, ev.t)
             stream.close(error="the engine ended without a finish event")
-        except EngineError as e:
+        except (EngineError, p.ProtocolError) as e:  # the request itself is at fault
             stream.close(error=str(e), error_code="invalid_request")
         except Exception as e:  # a bug, not the user's fault: log it, tell them briefly
             log.exception("engine failure on run %s", job.get("run_id"))

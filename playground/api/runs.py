@@ -16,10 +16,10 @@ from dataclasses import dataclass, field
 from channels.layers import get_channel_layer
 from django.conf import settings
 
+from .. import protocol as p
 from .. import records
-from ..services import job_message
+from ..protocol import ApiRequest
 from .auth import Caller
-from .requests import ApiRequest
 
 CLAIM_WAIT_S = 5.0  # how long a cancel waits for the gen.started of a job a worker just claimed
 
@@ -45,7 +45,7 @@ class ApiRun:
         reply = await layer.new_channel("api")
         run_id = await records.create_run(api.run, "", source=caller.source,
                                           api_key_id=caller.key.pk if caller.key else None)
-        job = job_message(run_id, api.run, reply)
+        job = p.job_run(run_id, api.run, reply)
         job["fit_context"] = api.fit_context
         if api.logprobs is not None:
             job["logprobs"] = api.logprobs
@@ -73,7 +73,10 @@ class ApiRun:
                     continue
                 if msg.get("run_id") != self.run_id:
                     continue
-                kind = msg.get("type", "").removeprefix("gen.")
+                kind = {p.GEN_STARTED: "started", p.GEN_FRAME: "frame", p.GEN_DONE: "done",
+                        p.GEN_ERROR: "error"}.get(msg.get("type"))
+                if kind is None:
+                    continue
                 if kind == "started":
                     self.worker_channel = msg["worker_channel"]
                 elif kind in ("done", "error"):
@@ -98,7 +101,7 @@ class ApiRun:
                 async with asyncio.timeout(CLAIM_WAIT_S):
                     while self.worker_channel is None:
                         msg = await self._inbox.get()
-                        if msg.get("type") == "gen.started" and msg.get("run_id") == self.run_id:
+                        if msg.get("type") == p.GEN_STARTED and msg.get("run_id") == self.run_id:
                             self.worker_channel = msg["worker_channel"]
         if self.worker_channel is not None:
-            await self.layer.send(self.worker_channel, {"type": "job.cancel", "run_id": self.run_id})
+            await self.layer.send(self.worker_channel, p.job_cancel(self.run_id))

@@ -7,7 +7,6 @@ cancels its run: Django cancels the view (or closes the stream), and ApiRun.even
 """
 from __future__ import annotations
 
-import json
 import time
 from contextlib import aclosing
 from urllib.parse import urlsplit
@@ -16,11 +15,13 @@ from channels.db import database_sync_to_async
 from django.http import JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from .. import protocol as p
+from ..protocol import ApiRequest
+from ..services import parse_api_request
 from ..views import live_workers
 from .auth import authenticate, check_limits
 from .errors import ApiError
 from .format import DONE, ChunkWriter, completion_response, sse, sse_comment
-from .requests import ApiRequest, parse_chat, parse_completion
 from .runs import ApiRun
 
 
@@ -60,11 +61,16 @@ async def _resolve_model(api: ApiRequest) -> str:
     return model
 
 
-def _json_body(request):
+def _parse(kind: str, request) -> ApiRequest:
+    """The body through protocol.py's one parse; ProtocolError -> 400 naming the parameter."""
     try:
-        return json.loads(request.body or b"")
-    except ValueError:
-        raise ApiError(400, "the request body must be JSON", code="invalid_json") from None
+        body = p.loads(request.body or b"")
+    except p.ProtocolError as e:
+        raise ApiError(400, f"the request body must be JSON ({e.message})", code="invalid_json") from None
+    try:
+        return parse_api_request(kind, body)
+    except p.ProtocolError as e:
+        raise ApiError(400, e.message, param=e.param, code="invalid_value") from None
 
 
 @csrf_exempt
@@ -89,21 +95,21 @@ async def models(request):
 
 @csrf_exempt
 async def completions(request):
-    return await _generate(request, parse_completion)
+    return await _generate(request, "completion")
 
 
 @csrf_exempt
 async def chat_completions(request):
-    return await _generate(request, parse_chat)
+    return await _generate(request, "chat")
 
 
-async def _generate(request, parse):
+async def _generate(request, kind: str):
     try:
         if request.method != "POST":
             raise ApiError(405, "use POST", code="method_not_allowed")
         _check_origin(request)
         caller = await authenticate(request)
-        api = parse(_json_body(request))
+        api = _parse(kind, request)
         model = await _resolve_model(api)
         await check_limits(caller)
     except ApiError as e:
