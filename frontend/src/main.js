@@ -134,8 +134,10 @@ function setupEditorPage() {
     $("copy-output").disabled = value || !renderer.fullText();
     document.body.classList.toggle("is-running", value);
   }
-  function showQueue(ahead) {
-    setStatus(ahead ? `queued · ${ahead} ahead` : "queued · next", "queued");
+  // The consumer's "accepted" and "queued" messages: the live position while a run waits.
+  function showQueue(ahead, waited) {
+    const wait = typeof waited === "number" && waited >= 1 ? ` · ${Math.round(waited)} s` : "";
+    setStatus(`${ahead ? `queued · ${ahead} ahead` : "queued · next"}${wait}`, "queued");
   }
 
   // -- a run reopened from history: the transcript as it ended ---------------------------------
@@ -171,7 +173,7 @@ function setupEditorPage() {
         showQueue(msg.queued_ahead);
         break;
       case "queued":
-        if (msg.run_id === runId && typeof msg.queued_ahead === "number") showQueue(msg.queued_ahead);
+        if (msg.run_id === runId && typeof msg.queued_ahead === "number") showQueue(msg.queued_ahead, msg.waited_s);
         break;
       case "started":
         setStatus("running", "running");

@@ -276,3 +276,18 @@ def test_no_horizontal_scroll_at_360_px(server, browser, path):
     assert width <= PHONE["width"], f"page is {width}px wide at {PHONE['width']}px"
     shoot(page, "phone-" + ("editor" if path == "/" else "share"))
     context.close()
+
+
+def test_the_queue_position_updates_while_waiting(server, page):
+    open_editor(page, server)
+    page.evaluate("""() => {
+      window.playground.prepareRun("complete");
+      window.playground.onMessage({type: "accepted", run_id: 424242, queued_ahead: 3});
+    }""")
+    assert page.locator("#status").inner_text() == "queued · 3 ahead"
+    page.evaluate("window.playground.onMessage({type: 'queued', run_id: 424242, queued_ahead: 1, waited_s: 4.2, workers: 1})")
+    assert page.locator("#status").inner_text() == "queued · 1 ahead · 4 s"
+    page.evaluate("window.playground.onMessage({type: 'queued', run_id: 7, queued_ahead: 0, waited_s: 5, workers: 1})")
+    assert page.locator("#status").inner_text() == "queued · 1 ahead · 4 s"  # another run's position: ignored
+    page.evaluate("window.playground.onMessage({type: 'started', run_id: 424242, model: 'm', worker_id: 'w'})")
+    assert page.locator("#status").inner_text() == "running"
