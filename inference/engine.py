@@ -81,12 +81,16 @@ class Engine:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None,
-                        fast: bool | None = None, max_context: int | None = None, tp: int = 1) -> "Engine":
+                        fast: bool | None = None, max_context: int | None = None, attention: str = "auto",
+                        gemv: str = "auto", tuning: str = "auto", tp: int = 1) -> "Engine":
         """Load a model folder (or a hub id, when a network is there).
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
-        bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)); tp > 1
-        splits the model over tp processes (inference.parallel: reference path; `close()` stops them).
+        bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)). The fast
+        path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | cuda | triton)
+        and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
+        tp > 1 splits the model over tp processes (inference.parallel: reference path; `close()`
+        stops them).
         """
         path = check_model_dir(resolve_model_path(path))
         device = str(device)
@@ -116,8 +120,15 @@ class Engine:
             from .parallel.launch import LaunchSpec, launch
             runner = launch(LaunchSpec(cfg, load, tp, device, ctx))
         elif device.startswith("cuda") and fast is not False:
-            from .fast.runner import FastRunner  # imports Triton; only on GPU machines
-            runner = FastRunner(cfg, load(device=device), ctx)
+            from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
+
+            from .fast.runner import FastRunner
+            weights = load(device=device)
+            try:
+                row = tuning_table.by_name(tuning, weights.device)
+                runner = FastRunner(cfg, weights, ctx, attention=attention, gemv=gemv, tuning=row)
+            except ValueError as e:
+                raise EngineError(str(e)) from e
         else:
             if fast:
                 raise EngineError("the fast path needs device='cuda'")
@@ -133,6 +144,9 @@ class Engine:
             "runner": runner.name,
             "tp": tp,
             "fast_path": runner.name not in ("reference", "tp-reference"),
+            "tuning": runner.tuning.name if hasattr(runner, "tuning") else None,  # the kernels.tuning row
+            "attention": getattr(runner, "attention_mode", None),
+            "gemv": getattr(runner, "gemv_mode", None),
             "random_weights": (path / "synth.json").exists(),
         }
         return cls(cfg, tokenizer, runner, eos_ids, info)
