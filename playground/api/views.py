@@ -18,7 +18,7 @@ from django.views.decorators.csrf import csrf_exempt
 from .. import protocol as p
 from ..protocol import ApiRequest
 from ..services import parse_api_request
-from ..views import live_workers
+from ..views import _live_workers as live_workers  # the dashboard's rule for "online"
 from .auth import authenticate, check_limits
 from .errors import ApiError
 from .format import DONE, ChunkWriter, completion_response, sse, sse_comment
