@@ -95,11 +95,14 @@ class Engine:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None,
-                        fast: bool | None = None, max_context: int | None = None) -> "Engine":
+                        fast: bool | None = None, max_context: int | None = None, attention: str = "auto",
+                        gemv: str = "auto", tuning: str = "auto") -> "Engine":
         """Load a model folder (or a hub id, when a network is there).
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
-        bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)).
+        bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)). The fast
+        path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | cuda | triton)
+        and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
         """
         path = check_model_dir(resolve_model_path(path))
         device = str(device)
@@ -124,8 +127,14 @@ class Engine:
         weights = load_weights(path, cfg, device=device, dtype=dtype)
         runner: Runner
         if device.startswith("cuda") and fast is not False:
-            from .fast.runner import FastRunner  # imports Triton; only on GPU machines
-            runner = FastRunner(cfg, weights, ctx)
+            from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
+
+            from .fast.runner import FastRunner
+            try:
+                row = tuning_table.by_name(tuning, weights.device)
+                runner = FastRunner(cfg, weights, ctx, attention=attention, gemv=gemv, tuning=row)
+            except ValueError as e:
+                raise EngineError(str(e)) from e
         else:
             if fast:
                 raise EngineError("the fast path needs device='cuda'")
@@ -140,6 +149,9 @@ class Engine:
             "max_context": ctx,
             "runner": runner.name,
             "fast_path": runner.name != "reference",
+            "tuning": runner.tuning.name if hasattr(runner, "tuning") else None,  # the kernels.tuning row
+            "attention": getattr(runner, "attention_mode", None),
+            "gemv": getattr(runner, "gemv_mode", None),
             "random_weights": (path / "synth.json").exists(),
         }
         return cls(cfg, tokenizer, runner, eos_ids, info)
