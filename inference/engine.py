@@ -12,6 +12,7 @@ overshoot is simply discarded. One Engine serves one request at a time; callers 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
@@ -81,13 +82,15 @@ class Engine:
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None,
                         fast: bool | None = None, max_context: int | None = None, attention: str = "auto",
-                        gemv: str = "auto", tuning: str = "auto") -> "Engine":
+                        gemv: str = "auto", tuning: str = "auto", tp: int = 1) -> "Engine":
         """Load a model folder (or a hub id, when a network is there).
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
         bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)). The fast
         path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | cuda | triton)
         and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
+        tp > 1 splits the model over tp processes (inference.parallel: reference path; `close()`
+        stops them).
         """
         path = check_model_dir(resolve_model_path(path))
         device = str(device)
@@ -109,12 +112,18 @@ class Engine:
 
         cap = max_context or 32768
         ctx = min(cfg.max_position_embeddings, cap)
-        weights = load_weights(path, cfg, device=device, dtype=dtype)
+        load = functools.partial(load_weights, path, cfg, dtype=dtype)  # picklable: each TP rank loads with it
         runner: Runner
-        if device.startswith("cuda") and fast is not False:
+        if tp != 1:
+            if fast:
+                raise EngineError("the fast path runs on one GPU; --tp runs the tensor-parallel reference path")
+            from .parallel.launch import LaunchSpec, launch
+            runner = launch(LaunchSpec(cfg, load, tp, device, ctx))
+        elif device.startswith("cuda") and fast is not False:
             from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
 
             from .fast.runner import FastRunner
+            weights = load(device=device)
             try:
                 row = tuning_table.by_name(tuning, weights.device)
                 runner = FastRunner(cfg, weights, ctx, attention=attention, gemv=gemv, tuning=row)
@@ -123,7 +132,7 @@ class Engine:
         else:
             if fast:
                 raise EngineError("the fast path needs device='cuda'")
-            runner = ReferenceRunner(cfg, weights, ctx)
+            runner = ReferenceRunner(cfg, load(device=device), ctx)
         info = {
             "model": path.name,
             "path": str(path),
@@ -133,13 +142,18 @@ class Engine:
             "params": cfg.num_params(),
             "max_context": ctx,
             "runner": runner.name,
-            "fast_path": runner.name != "reference",
+            "tp": tp,
+            "fast_path": runner.name not in ("reference", "tp-reference"),
             "tuning": runner.tuning.name if hasattr(runner, "tuning") else None,  # the kernels.tuning row
             "attention": getattr(runner, "attention_mode", None),
             "gemv": getattr(runner, "gemv_mode", None),
             "random_weights": (path / "synth.json").exists(),
         }
         return cls(cfg, tokenizer, runner, eos_ids, info)
+
+    def close(self) -> None:
+        """Release what the runner holds beyond this process (tensor-parallel ranks)."""
+        getattr(self.runner, "close", lambda: None)()
 
     def prompt_ids(self, prompt: Prompt | str) -> list[int]:
         if isinstance(prompt, str):
