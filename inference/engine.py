@@ -26,6 +26,7 @@ from .detokenizer import IncrementalDetokenizer
 from .errors import EngineError, PromptError
 from .hub import resolve_model_path
 from .prompts import Prompt, build_prompt_ids
+from .quant import FP8_LM_HEAD, dequantize_model, describe, quantize_model
 from .runner import ReferenceRunner, Runner
 from .sampling import SamplingParams
 from .stops import StopStrings
@@ -80,12 +81,18 @@ class Engine:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None,
-                        fast: bool | None = None, max_context: int | None = None) -> "Engine":
+                        fast: bool | None = None, max_context: int | None = None,
+                        weights: str | None = None) -> "Engine":
         """Load a model folder (or a hub id, when a network is there).
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
         bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)).
+        weights: None (the checkpoint's values in dtype), "fp8" (inference.quant: e4m3 linear layers
+        with per-channel scales, quantized at load; activations in dtype; off the fast path the
+        reference forward runs the dequantized FP8 values) or a 16/32-bit name (bf16, fp16, fp32:
+        the same as that dtype).
         """
+        fp8, dtype = _weight_format(weights, dtype)
         path = check_model_dir(resolve_model_path(path))
         device = str(device)
         if device.startswith("cuda") and not torch.cuda.is_available():
@@ -106,21 +113,36 @@ class Engine:
 
         cap = max_context or 32768
         ctx = min(cfg.max_position_embeddings, cap)
-        weights = load_weights(path, cfg, device=device, dtype=dtype)
+        tensors = load_weights(path, cfg, device=device, dtype=dtype)
+        on_fast_path = device.startswith("cuda") and fast is not False
+        if fp8:
+            if on_fast_path and any(k % 4 for k in (cfg.hidden_size, cfg.q_size, cfg.intermediate_size)):
+                raise EngineError("FP8 weights on the fast path need hidden, attention and MLP sizes that are "
+                                  "multiples of 4")
+            tensors = quantize_model(tensors, lm_head=FP8_LM_HEAD)
+        weights_detail = describe(tensors)
         runner: Runner
-        if device.startswith("cuda") and fast is not False:
-            from .fast.runner import FastRunner  # imports Triton; only on GPU machines
-            runner = FastRunner(cfg, weights, ctx)
+        if on_fast_path:
+            if fp8:  # imports Triton; only on GPU machines
+                from .fast.fp8 import Fp8Runner as FastRunner
+            else:
+                from .fast.runner import FastRunner
+            runner = FastRunner(cfg, tensors, ctx)
         else:
             if fast:
                 raise EngineError("the fast path needs device='cuda'")
-            runner = ReferenceRunner(cfg, weights, ctx)
+            if fp8:  # the FP8 reference: the quantized values, dequantized, through the plain forward
+                tensors = dequantize_model(tensors, dtype)
+                weights_detail += f" (reference: dequantized to {str(dtype).removeprefix('torch.')})"
+            runner = ReferenceRunner(cfg, tensors, ctx)
         info = {
             "model": path.name,
             "path": str(path),
             "model_type": cfg.model_type,
             "device": str(runner.device),
             "dtype": str(dtype).removeprefix("torch."),
+            "weights": "fp8" if fp8 else str(dtype).removeprefix("torch."),  # the precision the linear layers are stored in
+            "weights_detail": weights_detail,
             "params": cfg.num_params(),
             "max_context": ctx,
             "runner": runner.name,
@@ -202,6 +224,24 @@ class Engine:
         )
         timer.drain()
         yield FinishEvent(stats, "".join(pieces))
+
+
+WEIGHT_FORMATS = {"fp8": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+                  **{name: dt for name, dt in DTYPES.items()}}
+
+
+def _weight_format(weights: str | None, dtype: str | torch.dtype | None) -> tuple[bool, str | torch.dtype | None]:
+    """(fp8?, dtype) for Engine.from_pretrained's weights and dtype arguments."""
+    if weights is None:
+        return False, dtype
+    if weights not in WEIGHT_FORMATS:
+        raise EngineError(f"unknown weights {weights!r} (use fp8, bf16, fp16 or fp32)")
+    as_dtype = WEIGHT_FORMATS[weights]
+    if as_dtype is None:
+        return True, dtype
+    if dtype is not None and DTYPES.get(dtype, dtype) != as_dtype:
+        raise EngineError(f"weights {weights!r} contradicts dtype {dtype!r}")
+    return False, as_dtype
 
 
 def _is_set(cancel: Cancel | None) -> bool:
