@@ -2,6 +2,7 @@
 
     python -m inference.bench --shape qwen2.5-coder-1.5b [--context 512] [--tokens 512]
         [--contexts 4096,16384] [--ttft 128,1024,4096] [--vs hf] [--json FILE] [--model DIR]
+        [--attention auto|cuda|triton] [--gemv auto|overlap|cuda|triton] [--tuning auto|generic|ROW]
         [--weights bf16 | fp8 | fp8,bf16]
 
 Writes a synthetic (random-weight) checkpoint of the shape on the fly unless --model is given,
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -139,8 +141,9 @@ def measure(engine, contexts: list[int], ttft_lens: list[int], args, bw: float) 
         print(f"{engine.info['weights']} context {c}: {r['tok_s']:.0f} tok/s", file=sys.stderr)
     sampled = decode_rate(engine, args.context, args.tokens, args.repeats, SAMPLED)
     ttfts = {n: ttft(engine, n) for n in ttft_lens}
-    return {"weights": engine.info["weights"], "weights_detail": engine.info["weights_detail"],
-            "pdl": engine.runner.pdl, "decode": rows, "sampled_decode": {**sampled, "params": SAMPLED},
+    info = engine.info
+    return {"weights": info["weights"], "weights_detail": info["weights_detail"], "pdl": engine.runner.pdl,
+            "tuning": info["tuning"], "attention": info["attention"], "gemv": info["gemv"], "decode": rows, "sampled_decode": {**sampled, "params": SAMPLED},
             "ttft_ms": ttfts}
 
 
@@ -159,11 +162,18 @@ def main(argv=None) -> int:
     p.add_argument("--weights", default="bf16", help="weight formats to measure, comma-separated: bf16, fp8")
     p.add_argument("--vs", choices=["hf"], default=None)
     p.add_argument("--no-pdl", action="store_true", help="disable programmatic dependent launch")
+    p.add_argument("--attention", choices=["auto", "cuda", "triton"], default=None,
+                   help="decode attention kernel (default: $INFERENCE_ATTENTION or auto)")
+    p.add_argument("--gemv", choices=["auto", "overlap", "cuda", "triton"], default=None,
+                   help="GEMV kernels (default: $INFERENCE_GEMV or auto)")
+    p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     formats = [w for w in args.weights.split(",") if w]
     if not formats or any(w not in WEIGHTS for w in formats):
         p.error(f"--weights takes a comma-separated list of {', '.join(WEIGHTS)}, not {args.weights!r}")
+    kernel_choice = {"attention": args.attention or os.environ.get("INFERENCE_ATTENTION", "auto"),
+                     "gemv": args.gemv or os.environ.get("INFERENCE_GEMV", "auto"), "tuning": args.tuning}
     if not torch.cuda.is_available():
         print("error: inference.bench needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -189,7 +199,7 @@ def main(argv=None) -> int:
     for fmt in formats:
         t = time.perf_counter()
         engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx,
-                                        weights=fmt)
+                                        weights=fmt, **kernel_choice)
         if args.no_pdl:
             engine.runner.pdl = False
         print(f"loaded in {time.perf_counter() - t:.1f} s: {engine.info}", file=sys.stderr)
@@ -210,8 +220,10 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 
+    first = runs[0]
     print(f"\n{result['shape']} ({weights_note}), bf16 activations, batch 1, {result['gpu']}, "
-          f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if runs[0]['pdl'] else 'off'}")
+          f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if first['pdl'] else 'off'}, tuning {first['tuning']} "
+          f"(attention {first['attention']}; GEMVs " + ", ".join(f"{r['weights']} {r['gemv']}" for r in runs) + ")")
     print("| weights | context | tokens | tok/s | ms/token | GB read/token | MBU | read at copy bw, ms | rest, ms |")
     print("|:--------|--------:|-------:|------:|---------:|--------------:|----:|-------------------:|---------:|")
     for run in runs:

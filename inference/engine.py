@@ -81,16 +81,18 @@ class Engine:
 
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None,
-                        fast: bool | None = None, max_context: int | None = None,
-                        weights: str | None = None) -> "Engine":
+                        fast: bool | None = None, max_context: int | None = None, attention: str = "auto",
+                        gemv: str = "auto", tuning: str = "auto", weights: str | None = None) -> "Engine":
         """Load a model folder (or a hub id, when a network is there).
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
-        bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)).
+        bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)). The fast
+        path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | cuda | triton)
+        and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
         weights: None (the checkpoint's values in dtype), "fp8" (inference.quant: e4m3 linear layers
-        with per-channel scales, quantized at load; activations in dtype; off the fast path the
-        reference forward runs the dequantized FP8 values) or a 16/32-bit name (bf16, fp16, fp32:
-        the same as that dtype).
+        with per-channel scales, quantized at load; activations in dtype; Triton GEMVs only; off the
+        fast path the reference forward runs the dequantized FP8 values) or a 16/32-bit name (bf16,
+        fp16, fp32: the same as that dtype).
         """
         fp8, dtype = _weight_format(weights, dtype)
         path = check_model_dir(resolve_model_path(path))
@@ -123,11 +125,17 @@ class Engine:
         weights_detail = describe(tensors)
         runner: Runner
         if on_fast_path:
-            if fp8:  # imports Triton; only on GPU machines
+            from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
+
+            if fp8:
                 from .fast.fp8 import Fp8Runner as FastRunner
             else:
                 from .fast.runner import FastRunner
-            runner = FastRunner(cfg, tensors, ctx)
+            try:
+                row = tuning_table.by_name(tuning, tensors.device)
+                runner = FastRunner(cfg, tensors, ctx, attention=attention, gemv=gemv, tuning=row)
+            except ValueError as e:
+                raise EngineError(str(e)) from e
         else:
             if fast:
                 raise EngineError("the fast path needs device='cuda'")
@@ -147,6 +155,9 @@ class Engine:
             "max_context": ctx,
             "runner": runner.name,
             "fast_path": runner.name != "reference",
+            "tuning": runner.tuning.name if hasattr(runner, "tuning") else None,  # the kernels.tuning row
+            "attention": getattr(runner, "attention_mode", None),
+            "gemv": getattr(runner, "gemv_mode", None),
             "random_weights": (path / "synth.json").exists(),
         }
         return cls(cfg, tokenizer, runner, eos_ids, info)

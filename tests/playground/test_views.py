@@ -140,3 +140,27 @@ def test_staff_see_runs_in_the_admin_with_filters(admin_client):
     assert "123.0" in html and "By model" in html and "By status" in html and "By created at" in html
     assert admin_client.get("/admin/playground/playground/").status_code == 200
     assert admin_client.get("/admin/playground/workerstatus/").status_code == 200
+
+
+@pytest.mark.parametrize("body, message", [
+    ('{"mode": "complete", "code": "x", "params": {"temperature": NaN}}', "NaN"),
+    ('{"mode": "complete", "code": "x", "params": {"temperature": Infinity}}', "Infinity"),
+    ('{"mode": "complete", "code": "x", "params": {"temperature": 1e400}}', "finite"),
+    ('{"mode": "complete", "code": "x", "params": {"top_k": 1000000000000000000000000000000}}', "at most"),
+    ('{"mode": "complete", "code": "\\ud800"}', "lone surrogate"),
+    ('{"mode": "complete", "code": "x", "params": {"stop": ["\\udfff"]}}', "lone surrogate"),
+    ('{"mode": "complete", "code": "x", "params": {"\\ud800": 1}}', "unknown parameter"),
+    ('{"mode": "complete", "code": "x", "run_id": 100000000000000000000000, "forked_from": "\\ud800"}', None),
+    ('{"mode": "complete", "code": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+])
+def test_save_answers_hostile_bodies_with_400_not_500(client, body, message):
+    response = client.post("/save/", data=body, content_type="application/json")
+    if message is None:
+        assert response.status_code == 200
+    else:
+        assert response.status_code == 400 and message in response.content.decode()
+
+
+@pytest.mark.parametrize("value", ["²", "١٢", "99999999999999999999999999", "-1", "abc"])
+def test_odd_run_ids_in_the_editor_url_are_ignored_or_404(client, value):
+    assert client.get("/", {"run": value}).status_code in (200, 404)
