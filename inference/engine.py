@@ -12,6 +12,7 @@ overshoot is simply discarded. One Engine serves one request at a time; callers 
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
@@ -82,17 +83,19 @@ class Engine:
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None,
                         fast: bool | None = None, max_context: int | None = None, attention: str = "auto",
-                        gemv: str = "auto", tuning: str = "auto", weights: str | None = None) -> "Engine":
+                        gemv: str = "auto", tuning: str = "auto", tp: int = 1,
+                        weights: str | None = None) -> "Engine":
         """Load a model folder (or a hub id, when a network is there).
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
         bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)). The fast
         path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | cuda | triton)
         and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
-        weights: None (the checkpoint's values in dtype), "fp8" (inference.quant: e4m3 linear layers
-        with per-channel scales, quantized at load; activations in dtype; Triton GEMVs only; off the
-        fast path the reference forward runs the dequantized FP8 values) or a 16/32-bit name (bf16,
-        fp16, fp32: the same as that dtype).
+        tp > 1 splits the model over tp processes (inference.parallel: reference path; `close()`
+        stops them). weights: None (the checkpoint's values in dtype), "fp8" (inference.quant: e4m3
+        linear layers with per-channel scales, quantized at load; activations in dtype; Triton GEMVs
+        only; off the fast path the reference forward runs the dequantized FP8 values; tp 1 only) or
+        a 16/32-bit name (bf16, fp16, fp32: the same as that dtype).
         """
         fp8, dtype = _weight_format(weights, dtype)
         path = check_model_dir(resolve_model_path(path))
@@ -115,34 +118,43 @@ class Engine:
 
         cap = max_context or 32768
         ctx = min(cfg.max_position_embeddings, cap)
-        tensors = load_weights(path, cfg, device=device, dtype=dtype)
-        on_fast_path = device.startswith("cuda") and fast is not False
-        if fp8:
-            if on_fast_path and any(k % 4 for k in (cfg.hidden_size, cfg.q_size, cfg.intermediate_size)):
-                raise EngineError("FP8 weights on the fast path need hidden, attention and MLP sizes that are "
-                                  "multiples of 4")
-            tensors = quantize_model(tensors, lm_head=FP8_LM_HEAD)
-        weights_detail = describe(tensors)
+        load = functools.partial(load_weights, path, cfg, dtype=dtype)  # picklable: each TP rank loads with it
+        on_fast_path = tp == 1 and device.startswith("cuda") and fast is not False
+        if fp8 and tp != 1:
+            raise EngineError("FP8 weights run on one device (tp 1)")
+        if fp8 and on_fast_path and any(k % 4 for k in (cfg.hidden_size, cfg.q_size, cfg.intermediate_size)):
+            raise EngineError("FP8 weights on the fast path need hidden, attention and MLP sizes that are multiples of 4")
+        weights_detail = str(dtype).removeprefix("torch.")
         runner: Runner
-        if on_fast_path:
-            from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
-
-            if fp8:
-                from .fast.fp8 import Fp8Runner as FastRunner
-            else:
-                from .fast.runner import FastRunner
-            try:
-                row = tuning_table.by_name(tuning, tensors.device)
-                runner = FastRunner(cfg, tensors, ctx, attention=attention, gemv=gemv, tuning=row)
-            except ValueError as e:
-                raise EngineError(str(e)) from e
-        else:
+        if tp != 1:
             if fast:
-                raise EngineError("the fast path needs device='cuda'")
-            if fp8:  # the FP8 reference: the quantized values, dequantized, through the plain forward
-                tensors = dequantize_model(tensors, dtype)
-                weights_detail += f" (reference: dequantized to {str(dtype).removeprefix('torch.')})"
-            runner = ReferenceRunner(cfg, tensors, ctx)
+                raise EngineError("the fast path runs on one GPU; --tp runs the tensor-parallel reference path")
+            from .parallel.launch import LaunchSpec, launch
+            runner = launch(LaunchSpec(cfg, load, tp, device, ctx))
+        else:
+            tensors = load(device=device)
+            if fp8:
+                tensors = quantize_model(tensors, lm_head=FP8_LM_HEAD)
+                weights_detail = describe(tensors)
+            if on_fast_path:
+                from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
+
+                if fp8:
+                    from .fast.fp8 import Fp8Runner as FastRunner
+                else:
+                    from .fast.runner import FastRunner
+                try:
+                    row = tuning_table.by_name(tuning, tensors.device)
+                    runner = FastRunner(cfg, tensors, ctx, attention=attention, gemv=gemv, tuning=row)
+                except ValueError as e:
+                    raise EngineError(str(e)) from e
+            else:
+                if fast:
+                    raise EngineError("the fast path needs device='cuda'")
+                if fp8:  # the FP8 reference: the quantized values, dequantized, through the plain forward
+                    tensors = dequantize_model(tensors, dtype)
+                    weights_detail += f" (reference: dequantized to {str(dtype).removeprefix('torch.')})"
+                runner = ReferenceRunner(cfg, tensors, ctx)
         info = {
             "model": path.name,
             "path": str(path),
@@ -154,13 +166,18 @@ class Engine:
             "params": cfg.num_params(),
             "max_context": ctx,
             "runner": runner.name,
-            "fast_path": runner.name != "reference",
+            "tp": tp,
+            "fast_path": runner.name not in ("reference", "tp-reference"),
             "tuning": runner.tuning.name if hasattr(runner, "tuning") else None,  # the kernels.tuning row
             "attention": getattr(runner, "attention_mode", None),
             "gemv": getattr(runner, "gemv_mode", None),
             "random_weights": (path / "synth.json").exists(),
         }
         return cls(cfg, tokenizer, runner, eos_ids, info)
+
+    def close(self) -> None:
+        """Release what the runner holds beyond this process (tensor-parallel ranks)."""
+        getattr(self.runner, "close", lambda: None)()
 
     def prompt_ids(self, prompt: Prompt | str) -> list[int]:
         if isinstance(prompt, str):
