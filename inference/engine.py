@@ -8,6 +8,11 @@ The decode loop never makes the device wait for the host: each step's token land
 memory (the fast path's graph writes it there itself) and is read `LAG` steps later, so stop
 conditions (EOS ids, stop strings, max_tokens, cancellation) are seen a few steps late and the
 overshoot is simply discarded. One Engine serves one request at a time; callers serialise.
+
+Greedy requests (no repetition penalty) on a runner that can verify drafts speculate by prompt
+lookup unless params.speculate is off: the tokens come from `inference.speculative`'s loop,
+which drafts from the prompt and output and checks several tokens per forward; the stop logic
+below reads them one by one either way, so the output is the same token for token.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from .prompts import Prompt, build_prompt_ids
 from .quant import FP8_LM_HEAD, dequantize_model, describe, quantize_model
 from .runner import ReferenceRunner, Runner
 from .sampling import SamplingParams
+from .speculative import DraftConfig, PromptLookupDrafter, SpecStats, speculative_tokens
 from .stops import StopStrings
 from .tokenizer import Tokenizer
 
@@ -58,6 +64,14 @@ class GenerationStats:
     decode_ms: float  # device time from the first token to the last one timed (_DeviceTimer)
     finish_reason: str  # "stop" | "length" | "cancelled"
     seed: int = 0
+    # Speculation (zeros when the run did not speculate). decode_tok_s and decode_ms of a speculative run are
+    # host-clock figures over the same span as effective_tok_s (its tokens do not come one per device step).
+    speculative: bool = False
+    drafted: int = 0  # draft tokens sent to verify steps
+    accepted: int = 0  # draft tokens the model agreed with
+    verify_steps: int = 0
+    accepted_per_verify: float = 0.0  # mean accepted draft tokens per verify step (+1 = tokens per verify forward)
+    effective_tok_s: float = 0.0  # tokens after the first / host time from the first token to the last one read
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -75,6 +89,7 @@ class Engine:
         self.eos_ids = eos_ids
         self.info = info
         self._timer = _DeviceTimer(runner.device)
+        self.draft_config = DraftConfig()  # the prompt-lookup drafter's settings (speculative greedy runs)
 
     @property
     def max_context(self) -> int:
@@ -205,21 +220,23 @@ class Engine:
         timer.reset(params.max_tokens)
 
         first = self.runner.start(ids, params)
-        timer.push(first)
-        issued = 1
+        spec = self.speculates(params)
+        spec_stats = SpecStats()
+        if spec:
+            drafter = PromptLookupDrafter(ids, self.draft_config)
+            source = speculative_tokens(self.runner, first, drafter, params.max_tokens, _read_token, spec_stats,
+                                        lambda: _is_set(cancel), LAG)
+        else:
+            timer.push(first)
+            source = self._plain_tokens(params.max_tokens, cancel)
         generated, pieces = 0, []
         finish, stop_string_hit = None, False
-        ttft_ms = None
-        while finish is None:
-            # Keep the device LAG steps ahead of what we read back.
-            while issued < params.max_tokens and issued - generated < LAG and not _is_set(cancel):
-                timer.push(self.runner.step())
-                issued += 1
-            token = timer.pop()
+        ttft_ms = t_first = t_last = None
+        for token in source:
             generated += 1
-            now = time.perf_counter()
+            now = t_last = time.perf_counter()
             if ttft_ms is None:
-                ttft_ms = (now - t_start) * 1000
+                ttft_ms, t_first = (now - t_start) * 1000, now
             if token in stop_ids:
                 finish = "stop"
                 yield TokenEvent([token], "", now)
@@ -233,6 +250,9 @@ class Engine:
                 finish = "length"
             elif _is_set(cancel):
                 finish = "cancelled"
+            if finish is not None:
+                break
+        source.close()
         if not stop_string_hit:
             # Release what was held back (a partial character, a possible stop-string prefix).
             text, hit = stops.push(detok.flush())
@@ -241,6 +261,10 @@ class Engine:
                 pieces.append(tail)
                 yield TokenEvent([], tail, time.perf_counter())
         timed, decode_ms = timer.decode()
+        host_ms = (t_last - t_first) * 1000
+        effective = round((generated - 1) / (host_ms / 1000), 2) if generated > 1 and host_ms > 0 else 0.0
+        if spec:
+            timed, decode_ms = generated - 1, host_ms
         stats = GenerationStats(
             prompt_tokens=len(ids),
             generated_tokens=generated,
@@ -249,9 +273,44 @@ class Engine:
             decode_ms=round(decode_ms, 3),
             finish_reason=finish,
             seed=getattr(self.runner, "seed", 0),
+            speculative=spec,
+            drafted=spec_stats.drafted,
+            accepted=spec_stats.accepted,
+            verify_steps=spec_stats.verify_steps,
+            accepted_per_verify=round(spec_stats.accepted_per_verify, 3),
+            effective_tok_s=effective,
         )
         timer.drain()
+        if spec and self.runner.device.type == "cuda":  # plain steps still in flight when the loop stopped
+            torch.cuda.current_stream(self.runner.device).synchronize()
         yield FinishEvent(stats, "".join(pieces))
+
+    def speculates(self, params: SamplingParams) -> bool:
+        """Whether a request runs the speculative loop: greedy, no repetition penalty, asked for, and a
+        runner that can verify drafts."""
+        return (params.speculate and params.greedy and params.repetition_penalty == 1.0
+                and hasattr(self.runner, "verify"))
+
+    def _plain_tokens(self, max_tokens: int, cancel: Cancel | None) -> Iterator[int]:
+        """One token per step, the device kept LAG steps ahead of what is read back."""
+        timer = self._timer
+        issued = 1  # runner.start's token is in the timer's queue
+        for generated in range(max_tokens):
+            while issued < max_tokens and issued - generated < LAG and not _is_set(cancel):
+                timer.push(self.runner.step())
+                issued += 1
+            yield timer.pop()
+
+
+def _read_token(token: torch.Tensor) -> int:
+    """A plain step's token on the host: a device tensor is copied (a wait); a host one may be a ring
+    slot the device has yet to write (-1), polled like _DeviceTimer.pop does."""
+    if token.device.type != "cpu":
+        return int(token.item())
+    view = token.numpy()
+    while view[0] < 0:
+        time.sleep(0)
+    return int(view[0])
 
 
 WEIGHT_FORMATS = {"fp8": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,

@@ -39,6 +39,9 @@ MAX_TEMPERATURE = 100.0
 MAX_TOP_K = 1_000_000  # larger than any vocabulary; top_k >= vocab is the same as off
 MAX_REPETITION_PENALTY = 100.0
 MAX_SEED = 2**63 - 1
+# Lower bounds where a tiny divisor would push fp32 logits to inf (0 = greedy stays allowed).
+MIN_TEMPERATURE = 1e-4
+MIN_REPETITION_PENALTY = 1e-2
 MAX_TOKENS_LIMIT = 1_000_000  # when the caller gives no server cap
 
 # The sampling fields a client may set, and their JSON types.
@@ -178,6 +181,12 @@ def parse_sampling(raw, *, max_tokens_cap: int | None = None) -> SamplingParams:
         if key in kwargs and kwargs[key] > upper:
             where = " on this server" if key == "max_tokens" else ""
             raise ProtocolError(f"{key} must be at most {upper}{where}, got {_short(kwargs[key])}", key)
+    if 0 < kwargs.get("temperature", 1) < MIN_TEMPERATURE:
+        raise ProtocolError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, "
+                            f"got {_short(kwargs['temperature'])}", "temperature")
+    if 0 < kwargs.get("repetition_penalty", 1) < MIN_REPETITION_PENALTY:
+        raise ProtocolError(f"repetition_penalty must be at least {MIN_REPETITION_PENALTY}, "
+                            f"got {_short(kwargs['repetition_penalty'])}", "repetition_penalty")
     for key, value in kwargs.items():  # the engine's checks, one field at a time: the message names it
         try:
             SamplingParams(**{key: tuple(value) if key == "stop" else value})
