@@ -171,17 +171,14 @@ def _chat_content(n: int, message: dict) -> str:
     raise ProtocolError("message content must be a string or a list of text parts", f"messages[{n}].content")
 
 
-def parse_chat(body, *, max_input_chars: int, max_tokens_cap: int | None = None) -> ApiRequest:
-    """A /v1/chat/completions body: messages (system/developer/user/assistant, text), logprobs + top_logprobs."""
-    if not isinstance(body, dict):
-        raise ProtocolError("the request body must be a JSON object")
-    _refuse_unsupported(body)
-    params, fit = _api_sampling(body, ("max_completion_tokens", "max_tokens"), max_tokens_cap)
-    stream, include_usage = _api_stream(body)
-    raw = body.get("messages")
+def _chat_turns(raw, max_input_chars: int) -> tuple[str, tuple, str]:
+    """OpenAI messages -> (system prompt, earlier turns, last user message), the shape of a browser
+    follow-up: leading system/developer messages become the system prompt; consecutive messages of
+    one role are joined; the conversation must then alternate user/assistant and end with the user."""
     if not isinstance(raw, list) or not raw:
         raise ProtocolError("'messages' must be a non-empty list of {role, content} objects", "messages")
-    messages, total = [], 0
+    merged: list[dict] = []
+    total = 0
     for n, message in enumerate(raw):
         if not isinstance(message, dict):
             raise ProtocolError("each message must be an object with 'role' and 'content'", f"messages[{n}]")
@@ -191,12 +188,33 @@ def parse_chat(body, *, max_input_chars: int, max_tokens_cap: int | None = None)
                                 f"messages[{n}].role")
         if message.get("tool_calls"):
             raise ProtocolError("tool calls are not supported by this server", f"messages[{n}].tool_calls")
-        content = text(_chat_content(n, message), f"messages[{n}].content", max_input_chars)
+        role, content = CHAT_ROLES[role], text(_chat_content(n, message), f"messages[{n}].content", max_input_chars)
         total += len(content)
-        messages.append({"role": CHAT_ROLES[role], "content": content})
+        if role == "system" and any(m["role"] != "system" for m in merged):
+            raise ProtocolError("system messages must come before the conversation", f"messages[{n}].role")
+        if merged and merged[-1]["role"] == role:
+            merged[-1]["content"] += "\n\n" + content
+        else:
+            merged.append({"role": role, "content": content})
     if total > max_input_chars:
         raise ProtocolError(f"the messages are too long ({total} characters, at most {max_input_chars})", "messages")
-    last_user = next((m["content"] for m in reversed(messages) if m["role"] == "user"), messages[-1]["content"])
+    system = merged.pop(0)["content"] if merged[0]["role"] == "system" else ""
+    if not merged or merged[-1]["role"] != "user":
+        raise ProtocolError("the last message must be from the user", "messages")
+    if merged[0]["role"] != "user":
+        raise ProtocolError("the conversation must start with a user message (after any system message)",
+                            "messages")
+    return system, tuple(merged[:-1]), merged[-1]["content"]
+
+
+def parse_chat(body, *, max_input_chars: int, max_tokens_cap: int | None = None) -> ApiRequest:
+    """A /v1/chat/completions body: messages (system/developer/user/assistant, text), logprobs + top_logprobs."""
+    if not isinstance(body, dict):
+        raise ProtocolError("the request body must be a JSON object")
+    _refuse_unsupported(body)
+    params, fit = _api_sampling(body, ("max_completion_tokens", "max_tokens"), max_tokens_cap)
+    stream, include_usage = _api_stream(body)
+    system, turns, instruction = _chat_turns(body.get("messages"), max_input_chars)
     logprobs = None
     if _api_value(body, "logprobs", (bool,), "a boolean"):
         top = _api_value(body, "top_logprobs", (int,), "an integer") or 0
@@ -205,7 +223,7 @@ def parse_chat(body, *, max_input_chars: int, max_tokens_cap: int | None = None)
         logprobs = top
     elif body.get("top_logprobs") is not None:
         raise ProtocolError("'top_logprobs' needs logprobs=true", "top_logprobs")
-    run = RunRequest("instruct", instruction=last_user, messages=tuple(messages), params=params)
+    run = RunRequest("instruct", instruction=instruction, turns=turns, system=system, params=params)
     return ApiRequest("chat", run, _api_model(body), stream, include_usage, logprobs, fit)
 
 
@@ -219,6 +237,7 @@ GEN_STARTED, GEN_FRAME, GEN_DONE, GEN_ERROR = "gen.started", "gen.frame", "gen.d
 MODES = ("complete", "infill", "instruct")
 MAX_DEPTH = 8  # JSON nesting of a frame or body: {"params": {"stop": [...]}} needs 3
 MAX_STOP_CHARS = 200
+MAX_TURNS = 64  # earlier turns of an instruct conversation (32 exchanges)
 
 # Upper bounds beyond the engine's own range checks: every accepted value is finite and
 # harmless for the sampler (temperature 1e308 would turn logits into inf/NaN).
@@ -413,14 +432,18 @@ def page_params(saved: dict | None = None) -> dict:
 
 @dataclass(frozen=True)
 class RunRequest:
-    """A validated {"type": "run"} frame, or an API request (which may add a whole chat or token ids)."""
+    """A validated {"type": "run"} frame, or an API request (a chat maps onto system + turns +
+    instruction; a completion may give token ids)."""
 
     mode: str
     code: str = ""  # complete: the code; infill: prefix + suffix
     cursor: int | None = None  # infill: len(prefix)
-    instruction: str = ""  # instruct: the instruction (API chat: the last user message, for lists)
+    instruction: str = ""
     params: SamplingParams = field(default_factory=SamplingParams)
-    messages: tuple[dict, ...] = ()  # API chat: the whole conversation ({"role", "content"})
+    # instruct follow-ups: the conversation before `instruction` ({"role", "content"} dicts,
+    # user/assistant alternating, starting with user) and an optional system prompt.
+    turns: tuple = ()
+    system: str = ""
     prompt_ids: tuple[int, ...] = ()  # API completion: the prompt as token ids
 
     @property
@@ -436,13 +459,11 @@ class RunRequest:
             return Prompt.from_ids(self.prompt_ids) if self.prompt_ids else Prompt.completion(self.code)
         if self.mode == "infill":
             return Prompt.fim(self.prefix, self.suffix)
-        return Prompt.chat(list(self.messages) if self.messages else self.instruction)
+        return Prompt.chat([*self.turns, {"role": "user", "content": self.instruction}], system=self.system or None)
 
     def to_json(self) -> dict:
         out = {"mode": self.mode, "code": self.code, "cursor": self.cursor, "instruction": self.instruction,
-               "params": sampling_json(self.params)}
-        if self.messages:
-            out["messages"] = list(self.messages)
+               "params": sampling_json(self.params), "turns": [dict(t) for t in self.turns], "system": self.system}
         if self.prompt_ids:
             out["prompt_ids"] = list(self.prompt_ids)
         return out
@@ -451,8 +472,8 @@ class RunRequest:
     def from_json(cls, data: dict) -> "RunRequest":
         """The job's copy (already validated once; parsed again so the worker holds real params)."""
         return cls(mode=data["mode"], code=data["code"], cursor=data["cursor"], instruction=data["instruction"],
-                   params=parse_sampling(data.get("params")), messages=tuple(data.get("messages") or ()),
-                   prompt_ids=tuple(data.get("prompt_ids") or ()))
+                   params=parse_sampling(data.get("params")), turns=tuple(data.get("turns") or ()),
+                   system=data.get("system") or "", prompt_ids=tuple(data.get("prompt_ids") or ()))
 
 
 def parse_mode(value) -> str:
@@ -482,7 +503,31 @@ def parse_run(frame: dict, *, max_input_chars: int, max_tokens_cap: int | None =
     instruction = field_text("instruction")
     if not instruction.strip():
         raise ProtocolError("write an instruction first", "instruction")
-    return RunRequest(mode, instruction=instruction, params=params)
+    turns, system = parse_turns(frame.get("turns"), max_input_chars), field_text("system")
+    if len(instruction) + len(system) + sum(len(t["content"]) for t in turns) > max_input_chars:
+        raise ProtocolError(f"the conversation is too long (at most {max_input_chars} characters in all); "
+                            "start a new chat", "turns")
+    return RunRequest(mode, instruction=instruction, params=params, turns=turns, system=system)
+
+
+def parse_turns(value, max_input_chars: int) -> tuple:
+    """An instruct run's earlier turns: [{"role": "user"|"assistant", "content": str}, ...],
+    alternating from "user" to a last "assistant" (absent or [] = a new conversation)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ProtocolError("'turns' must be a list of {role, content} objects", "turns")
+    if len(value) > MAX_TURNS:
+        raise ProtocolError(f"at most {MAX_TURNS} earlier turns, got {len(value)}; start a new chat", "turns")
+    if len(value) % 2:
+        raise ProtocolError("'turns' must end with the assistant's answer (pairs of user, assistant)", "turns")
+    turns = []
+    for n, turn in enumerate(value):
+        role = "user" if n % 2 == 0 else "assistant"
+        if not isinstance(turn, dict) or set(turn) != {"role", "content"} or turn["role"] != role:
+            raise ProtocolError(f"turn {n} must be {{\"role\": \"{role}\", \"content\": \"...\"}}", "turns")
+        turns.append({"role": role, "content": text(turn["content"], "turns", max_input_chars)})
+    return tuple(turns)
 
 
 # -- consumer -> browser -------------------------------------------------------------------------
