@@ -2,8 +2,8 @@
 //
 // Model output is untrusted: markdown-it runs with raw HTML off (tags come out as text),
 // its link check drops javascript:/vbscript:/data: URLs, and DOMPurify sanitizes whatever
-// it produced before anything reaches the page; links open in a new tab without an
-// opener. The copy and "apply to editor" buttons on code blocks are built here with
+// it produced before anything reaches the page (no images either: a model-written image URL
+// would be fetched at once); links open in a new tab without an opener. The copy and "apply to editor" buttons on code blocks are built here with
 // createElement, never from the model's text.
 
 import MarkdownIt from "markdown-it";
@@ -51,7 +51,10 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
 // Sanitized fragment for `text`. `highlightCode` is off while a run streams (cheaper).
 export function renderMarkdown(text, { highlightCode = true } = {}) {
   const html = (highlightCode ? highlighted : plain).render(text);
-  return DOMPurify.sanitize(html, { RETURN_DOM_FRAGMENT: true, FORBID_TAGS: ["style", "form", "input", "button"] });
+  // No images: a model-written image URL would be fetched at once (a way to leak the page's
+  // text to another site); the Markdown stays readable as a link-less alt text.
+  return DOMPurify.sanitize(html, { RETURN_DOM_FRAGMENT: true,
+    FORBID_TAGS: ["style", "form", "input", "button", "img", "svg", "math", "iframe", "object", "embed"] });
 }
 
 // Plain text -> clipboard; true when it worked (the async API, else the old textarea trick).
