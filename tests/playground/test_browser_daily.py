@@ -174,6 +174,8 @@ def test_instruct_answer_renders_markdown_sanitised_with_copy_and_apply(server, 
     assert out.locator("script, img, svg, iframe, [onerror], [onclick], [onload], a[href^='javascript'], "
                        "a[href^='data']").count() == 0
     assert "<script>" in out.inner_text()  # shown as text instead
+    image = out.locator("a[href='https://example.invalid/pixel.png?text=secret']")  # a link, never fetched
+    assert image.inner_text() == "image: leak"
     link = out.locator("a[href='https://docs.python.org/3/']")
     assert link.get_attribute("target") == "_blank" and "noopener" in link.get_attribute("rel")
 
