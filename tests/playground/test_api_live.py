@@ -237,3 +237,31 @@ def test_a_client_that_disconnects_cancels_its_run_and_frees_the_worker(live):
     t1 = time.monotonic()
     nxt = client.completions.create(model=live.model, prompt="a", max_tokens=1)
     assert nxt.model_extra["timings"]["queue_ms"] < 1000 and time.monotonic() - t1 < 2.0
+
+
+def test_metrics_scrape_parses_and_agrees_with_the_run_records(live):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    live.client().completions.create(model=live.model, prompt="def f():", max_tokens=8)
+    response = httpx.get(f"{live.base}/metrics")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+
+    def total(name):
+        return sum(v for (n, _), v in samples.items() if n == name)
+
+    assert total("playground_generated_tokens_total") == live.sql("select sum(generated_tokens) from playground_run")[0][0]
+    assert total("playground_runs") == live.sql("select count(*) from playground_run")[0][0]
+    assert samples[("playground_runs", (("source", "api"), ("status", "done")))] >= 1
+    timed = live.sql("select count(*) from playground_run where status in ('done', 'cancelled') "
+                     "and ttft_ms is not null")[0][0]
+    assert samples[("playground_ttft_seconds_count", ())] == timed
+    assert samples[("playground_ttft_seconds_bucket", (("le", "+Inf"),))] == timed
+    assert samples[("playground_decode_tokens_per_second_count", ())] >= 1
+    assert samples[("playground_queue_depth", ())] == 0
+    assert samples[("playground_workers_up", ())] == 1
+    assert samples[("playground_worker_up", (("device", "cpu"), ("model", live.model), ("worker_id", "w1")))] == 1
+    assert 0 <= samples[("playground_worker_heartbeat_age_seconds", (("worker_id", "w1"),))] < 10
