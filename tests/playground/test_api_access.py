@@ -53,3 +53,19 @@ def test_cross_origin_browser_requests_are_refused(client, settings):
     response = client.post("/v1/completions", data="{}", content_type="application/json",
                            HTTP_ORIGIN="http://evil.example")
     assert response.status_code == 403 and response.json()["error"]["code"] == "forbidden_origin"
+
+
+def test_api_runs_show_their_source_and_can_be_shared_from_the_admin(admin_client):
+    from playground.models import Playground, Run
+
+    run = Run.objects.create(mode="instruct", instruction="sort a list", source="ci-bot", status=Run.DONE,
+                             output="sorted(xs)", turns=[{"role": "user", "content": "hi"},
+                                                         {"role": "assistant", "content": "hello"}])
+    assert "ci-bot" in admin_client.get("/dashboard/live/").content.decode()
+    assert "ci-bot" in admin_client.get("/admin/playground/run/").content.decode()
+    response = admin_client.post("/admin/playground/run/", {"action": "share", "_selected_action": [run.pk]},
+                                 follow=True)
+    assert response.status_code == 200
+    playground = Playground.objects.get(run=run)
+    assert (playground.instruction, playground.output, playground.turns) == ("sort a list", "sorted(xs)", run.turns)
+    assert "sorted(xs)" in admin_client.get(playground.get_absolute_url()).content.decode()
