@@ -29,7 +29,7 @@ import torch
 from .checkpoint import check_model_dir, load_generation_config, load_weights
 from .config import ModelConfig
 from .detokenizer import IncrementalDetokenizer
-from .errors import EngineError, PromptError
+from .errors import EngineError, ParamsError, PromptError
 from .hub import resolve_model_path
 from .prompts import Prompt, build_prompt_ids
 from .quant import FP8_LM_HEAD, dequantize_model, describe, quantize_model
@@ -49,10 +49,18 @@ class Cancel(Protocol):
 
 
 @dataclass
+class TokenLogprob:
+    token_id: int
+    logprob: float  # natural log of the token's probability under the model (before temperature/filters)
+    top: list[tuple[int, float]]  # the k most likely (token id, logprob), most likely first
+
+
+@dataclass
 class TokenEvent:
     token_ids: list[int]
     text: str  # text delta (may be "" while bytes of a character or a possible stop string are held back)
     t: float  # time.perf_counter() when the token reached the host
+    logprobs: list[TokenLogprob] | None = None  # one per token id, when params.logprobs is set
 
 
 @dataclass
@@ -220,6 +228,11 @@ class Engine:
         timer.reset(params.max_tokens)
 
         first = self.runner.start(ids, params)
+        lps = None  # the runner's pending logprobs, in token order (params.logprobs set)
+        if params.logprobs is not None:
+            if self.runner.last_logprobs is None:
+                raise ParamsError(f"the {self.runner.name} runner does not compute logprobs")
+            lps = deque([self.runner.last_logprobs])
         spec = self.speculates(params)
         spec_stats = SpecStats()
         if spec:
@@ -228,7 +241,7 @@ class Engine:
                                         lambda: _is_set(cancel), LAG)
         else:
             timer.push(first)
-            source = self._plain_tokens(params.max_tokens, cancel)
+            source = self._plain_tokens(params.max_tokens, cancel, lps)
         generated, pieces = 0, []
         finish, stop_string_hit = None, False
         ttft_ms = t_first = t_last = None
@@ -237,13 +250,14 @@ class Engine:
             now = t_last = time.perf_counter()
             if ttft_ms is None:
                 ttft_ms, t_first = (now - t_start) * 1000, now
+            logprobs = None if lps is None else [_read_logprobs(token, lps.popleft())]
             if token in stop_ids:
                 finish = "stop"
-                yield TokenEvent([token], "", now)
+                yield TokenEvent([token], "", now, logprobs)
                 break
             text, hit = stops.push(detok.push([token]))
             pieces.append(text)
-            yield TokenEvent([token], text, now)
+            yield TokenEvent([token], text, now, logprobs)
             if hit:
                 finish, stop_string_hit = "stop", True
             elif generated >= params.max_tokens:
@@ -289,17 +303,30 @@ class Engine:
         """Whether a request runs the speculative loop: greedy, no repetition penalty, asked for, and a
         runner that can verify drafts."""
         return (params.speculate and params.greedy and params.repetition_penalty == 1.0
-                and hasattr(self.runner, "verify"))
+                and params.logprobs is None and hasattr(self.runner, "verify"))
 
-    def _plain_tokens(self, max_tokens: int, cancel: Cancel | None) -> Iterator[int]:
-        """One token per step, the device kept LAG steps ahead of what is read back."""
+    def _plain_tokens(self, max_tokens: int, cancel: Cancel | None, lps: deque | None = None) -> Iterator[int]:
+        """One token per step, the device kept LAG steps ahead of what is read back (each step's
+        pending logprobs appended to `lps` when given)."""
         timer = self._timer
         issued = 1  # runner.start's token is in the timer's queue
         for generated in range(max_tokens):
             while issued < max_tokens and issued - generated < LAG and not _is_set(cancel):
                 timer.push(self.runner.step())
+                if lps is not None:
+                    lps.append(self.runner.last_logprobs)
                 issued += 1
             yield timer.pop()
+
+
+def _read_logprobs(token: int, pending: tuple) -> TokenLogprob:
+    """A runner's token_logprobs output (on the host once its event has fired) -> TokenLogprob."""
+    values, ready = pending
+    if ready is not None:
+        ready.synchronize()
+    values = values.tolist()
+    k = (len(values) - 1) // 2
+    return TokenLogprob(token, values[0], [(int(i), lp) for lp, i in zip(values[1:1 + k], values[1 + k:])])
 
 
 def _read_token(token: torch.Tensor) -> int:

@@ -140,6 +140,31 @@ def test_stop_strings_cut_the_output_before_the_stop(live):
     assert "".join(c.choices[0].text for c in streamed) == free[:free.index(stop)]
 
 
+def test_logprobs_per_token_with_top_alternatives(live):
+    client = live.client()
+    whole = client.chat.completions.create(model=live.model, messages=CHAT, max_tokens=12, temperature=0,
+                                           logprobs=True, top_logprobs=3)
+    content = whole.choices[0].logprobs.content
+    assert len(content) == whole.usage.completion_tokens
+    for entry in content:
+        assert len(entry.top_logprobs) == 3 and entry.logprob <= 0
+        assert entry.top_logprobs[0].token == entry.token  # greedy: the most likely token was chosen
+        assert entry.top_logprobs[0].logprob == entry.logprob
+        assert entry.top_logprobs[0].logprob >= entry.top_logprobs[1].logprob >= entry.top_logprobs[2].logprob
+    streamed = [c for c in client.chat.completions.create(model=live.model, messages=CHAT, max_tokens=12,
+                                                           temperature=0, logprobs=True, top_logprobs=3, stream=True)
+                if c.choices and c.choices[0].logprobs]
+    assert [e.logprob for c in streamed for e in c.choices[0].logprobs.content] == [e.logprob for e in content]
+
+    legacy = client.completions.create(model=live.model, prompt="def f():", max_tokens=6, temperature=0, logprobs=2)
+    lp = legacy.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == legacy.usage.completion_tokens
+    assert all(len(top) <= 2 and max(top.values()) == chosen for top, chosen in zip(lp.top_logprobs, lp.token_logprobs))
+    assert lp.text_offset[0] == 0
+    plain = client.chat.completions.create(model=live.model, messages=CHAT, max_tokens=2)
+    assert plain.choices[0].logprobs is None
+
+
 def test_fill_in_the_middle_is_refused_on_a_model_without_fim_tokens(live):
     with pytest.raises(openai.BadRequestError) as e:
         live.client().completions.create(model=live.model, prompt="def f(", suffix="\n    return x\n", max_tokens=8)
