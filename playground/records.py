@@ -23,6 +23,8 @@ def create_run(request: RunRequest, session_key: str) -> int:
         code=request.code,
         cursor=request.cursor,
         instruction=request.instruction,
+        turns=[dict(t) for t in request.turns],
+        system_prompt=request.system,
         params=sampling_json(request.params),
     )
     return run.pk
@@ -106,7 +108,7 @@ def request_if_queued(run_id: int) -> RunRequest | None:
     if run is None:
         return None
     return RunRequest(mode=run.mode, code=run.code, cursor=run.cursor, instruction=run.instruction,
-                      params=parse_sampling(run.params))
+                      params=parse_sampling(run.params), turns=tuple(run.turns or ()), system=run.system_prompt)
 
 
 @database_sync_to_async
