@@ -240,7 +240,7 @@ class GenerateConsumer(AsyncWebsocketConsumer):
         if message["run_id"] == self.run_id:
             self._end_watch()
             self.run_id = self.worker_channel = None
-            await self.send_json(p.error(message["message"], run_id=message["run_id"]))
+            await self.send_json(p.error(message["message"], run_id=message["run_id"], code=message.get("code")))
 
     async def send_json(self, content):
         await self.send(text_data=p.dumps(content))

@@ -16,7 +16,7 @@ from .protocol import RunRequest, parse_sampling, sampling_json
 
 
 @database_sync_to_async
-def create_run(request: RunRequest, session_key: str) -> int:
+def create_run(request: RunRequest, session_key: str, source: str = "browser", api_key_id: int | None = None) -> int:
     run = Run.objects.create(
         session_key=session_key or "",
         mode=request.mode,
@@ -26,6 +26,9 @@ def create_run(request: RunRequest, session_key: str) -> int:
         turns=[dict(t) for t in request.turns],
         system_prompt=request.system,
         params=sampling_json(request.params),
+        prompt_ids=list(request.prompt_ids),
+        source=source,
+        api_key_id=api_key_id,
     )
     return run.pk
 
@@ -109,6 +112,11 @@ def request_if_queued(run_id: int) -> RunRequest | None:
         return None
     return RunRequest(mode=run.mode, code=run.code, cursor=run.cursor, instruction=run.instruction,
                       params=parse_sampling(run.params), turns=tuple(run.turns or ()), system=run.system_prompt)
+
+
+@database_sync_to_async
+def run_status(run_id: int) -> str | None:
+    return Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
 
 
 @database_sync_to_async

@@ -33,13 +33,14 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from channels.exceptions import ChannelFull
 from django.conf import settings
 
 from inference.engine import FinishEvent
 from inference.errors import EngineError
-from inference.prompts import Prompt
+from inference.prompts import FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, Prompt
 from inference.sampling import SamplingParams
 
 from . import protocol as p
@@ -71,6 +72,7 @@ class FrameStream:
         self.closed = False
         self.stats: dict | None = None
         self.error: str | None = None
+        self.error_code = "internal"  # "invalid_request" when the engine refused the request itself
 
     # -- engine thread side --------------------------------------------------------------
     def push(self, token_ids: list[int], text: str, t: float) -> None:
@@ -87,9 +89,9 @@ class FrameStream:
         if notify:
             self._loop.call_soon_threadsafe(self._wake.set)
 
-    def close(self, stats: dict | None = None, error: str | None = None) -> None:
+    def close(self, stats: dict | None = None, error: str | None = None, error_code: str = "internal") -> None:
         with self._lock:
-            self.stats, self.error, self.closed = stats, error, True
+            self.stats, self.error, self.error_code, self.closed = stats, error, error_code, True
             self._pending = True
         self._loop.call_soon_threadsafe(self._wake.set)
 
@@ -138,6 +140,15 @@ def gpu_memory(device: str) -> tuple[float | None, float | None]:
     )
 
 
+def model_capabilities(engine) -> dict:
+    """What the API checks before queueing a request: FIM tokens and a chat template."""
+    tok = getattr(engine, "tokenizer", None)
+    if tok is None:
+        return {}
+    return {"fim": all(tok.token_id(t) is not None for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)),
+            "chat_template": bool(tok.chat_template)}
+
+
 SERIES_POINTS = 60  # tok/s samples kept with a run's stats (share-page sparkline)
 
 
@@ -172,6 +183,7 @@ class Worker:
         self.stopping = False
         self._job_task: asyncio.Task | None = None
         self._stopped = asyncio.Event()
+        self.capabilities = model_capabilities(engine)
 
     @property
     def model(self) -> str:
@@ -304,7 +316,7 @@ class Worker:
             "gpu_memory_used_mb": used,
             "gpu_memory_total_mb": total,
             "info": {**{k: v for k, v in info.items() if isinstance(v, (str, int, float, bool))},
-                     "control_channel": self.channel},
+                     **self.capabilities, "control_channel": self.channel},
         }, job_finished=job_finished)
         if current and status is not None and status != Run.RUNNING:  # cancelled or failed elsewhere
             current[1].set()
@@ -345,14 +357,14 @@ class Worker:
         finally:
             self.current = None
         output = "".join(stream.output)
-        error = stream.error
+        error, code = stream.error, stream.error_code
         if lost:
-            error = "the connection to the message layer was lost during the run"
+            error, code = "the connection to the message layer was lost during the run", "layer_down"
         elif self.stopping and (stream.stats or {}).get("finish_reason") == "cancelled":
-            error = "the worker was shut down during the run; run it again"
+            error, code = "the worker was shut down during the run; run it again", "worker_stopped"
         if error is not None:
             await records.fail_run(run_id, error, output)
-            await self._reply(reply, p.gen_error(run_id, error), cancel, lost)
+            await self._reply(reply, p.gen_error(run_id, error, code=code), cancel, lost)
         else:
             stats = dict(stream.stats, elapsed_ms=round((time.perf_counter() - stream.t0) * 1000, 1),
                          frames=seq, model=self.model, worker_id=self.worker_id,
@@ -375,15 +387,19 @@ class Worker:
         """Engine thread: run one generation into `stream`; always ends with stream.close()."""
         try:
             request = p.RunRequest.from_json(job["request"])
-            events = self.engine.generate(request.prompt(), request.params, cancel=cancel)
+            prompt, params = request.prompt(), request.params
+            if job.get("fit_context"):  # API request without max_tokens: up to the context, within the cap
+                room = self.engine.max_context - len(self.engine.prompt_ids(prompt))
+                params = replace(params, max_tokens=max(1, min(params.max_tokens, room)))
+            events = self.engine.generate(prompt, params, cancel=cancel)
             for ev in events:
                 if isinstance(ev, FinishEvent):
                     stream.close(stats=ev.stats.to_dict())
                     return
                 stream.push(ev.token_ids, ev.text, ev.t)
             stream.close(error="the engine ended without a finish event")
-        except (EngineError, p.ProtocolError) as e:
-            stream.close(error=str(e))
+        except (EngineError, p.ProtocolError) as e:  # the request itself is at fault
+            stream.close(error=str(e), error_code="invalid_request")
         except Exception as e:  # a bug, not the user's fault: log it, tell them briefly
             log.exception("engine failure on run %s", job.get("run_id"))
             stream.close(error=f"internal error in the worker ({type(e).__name__})")
