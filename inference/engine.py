@@ -32,6 +32,7 @@ from .detokenizer import IncrementalDetokenizer
 from .errors import EngineError, PromptError
 from .hub import resolve_model_path
 from .prompts import Prompt, build_prompt_ids
+from .quant import FP8_LM_HEAD, dequantize_model, describe, quantize_model
 from .runner import ReferenceRunner, Runner
 from .sampling import SamplingParams
 from .speculative import DraftConfig, PromptLookupDrafter, SpecStats, speculative_tokens
@@ -97,7 +98,8 @@ class Engine:
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None,
                         fast: bool | None = None, max_context: int | None = None, attention: str = "auto",
-                        gemv: str = "auto", tuning: str = "auto", tp: int = 1) -> "Engine":
+                        gemv: str = "auto", tuning: str = "auto", tp: int = 1,
+                        weights: str | None = None) -> "Engine":
         """Load a model folder (or a hub id, when a network is there).
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
@@ -105,8 +107,12 @@ class Engine:
         path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | cuda | triton)
         and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
         tp > 1 splits the model over tp processes (inference.parallel: reference path; `close()`
-        stops them).
+        stops them). weights: None (the checkpoint's values in dtype), "fp8" (inference.quant: e4m3
+        linear layers with per-channel scales, quantized at load; activations in dtype; Triton GEMVs
+        only; off the fast path the reference forward runs the dequantized FP8 values; tp 1 only) or
+        a 16/32-bit name (bf16, fp16, fp32: the same as that dtype).
         """
+        fp8, dtype = _weight_format(weights, dtype)
         path = check_model_dir(resolve_model_path(path))
         device = str(device)
         if device.startswith("cuda") and not torch.cuda.is_available():
@@ -128,32 +134,50 @@ class Engine:
         cap = max_context or 32768
         ctx = min(cfg.max_position_embeddings, cap)
         load = functools.partial(load_weights, path, cfg, dtype=dtype)  # picklable: each TP rank loads with it
+        on_fast_path = tp == 1 and device.startswith("cuda") and fast is not False
+        if fp8 and tp != 1:
+            raise EngineError("FP8 weights run on one device (tp 1)")
+        if fp8 and on_fast_path and any(k % 4 for k in (cfg.hidden_size, cfg.q_size, cfg.intermediate_size)):
+            raise EngineError("FP8 weights on the fast path need hidden, attention and MLP sizes that are multiples of 4")
+        weights_detail = str(dtype).removeprefix("torch.")
         runner: Runner
         if tp != 1:
             if fast:
                 raise EngineError("the fast path runs on one GPU; --tp runs the tensor-parallel reference path")
             from .parallel.launch import LaunchSpec, launch
             runner = launch(LaunchSpec(cfg, load, tp, device, ctx))
-        elif device.startswith("cuda") and fast is not False:
-            from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
-
-            from .fast.runner import FastRunner
-            weights = load(device=device)
-            try:
-                row = tuning_table.by_name(tuning, weights.device)
-                runner = FastRunner(cfg, weights, ctx, attention=attention, gemv=gemv, tuning=row)
-            except ValueError as e:
-                raise EngineError(str(e)) from e
         else:
-            if fast:
-                raise EngineError("the fast path needs device='cuda'")
-            runner = ReferenceRunner(cfg, load(device=device), ctx)
+            tensors = load(device=device)
+            if fp8:
+                tensors = quantize_model(tensors, lm_head=FP8_LM_HEAD)
+                weights_detail = describe(tensors)
+            if on_fast_path:
+                from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
+
+                if fp8:
+                    from .fast.fp8 import Fp8Runner as FastRunner
+                else:
+                    from .fast.runner import FastRunner
+                try:
+                    row = tuning_table.by_name(tuning, tensors.device)
+                    runner = FastRunner(cfg, tensors, ctx, attention=attention, gemv=gemv, tuning=row)
+                except ValueError as e:
+                    raise EngineError(str(e)) from e
+            else:
+                if fast:
+                    raise EngineError("the fast path needs device='cuda'")
+                if fp8:  # the FP8 reference: the quantized values, dequantized, through the plain forward
+                    tensors = dequantize_model(tensors, dtype)
+                    weights_detail += f" (reference: dequantized to {str(dtype).removeprefix('torch.')})"
+                runner = ReferenceRunner(cfg, tensors, ctx)
         info = {
             "model": path.name,
             "path": str(path),
             "model_type": cfg.model_type,
             "device": str(runner.device),
             "dtype": str(dtype).removeprefix("torch."),
+            "weights": "fp8" if fp8 else str(dtype).removeprefix("torch."),  # the precision the linear layers are stored in
+            "weights_detail": weights_detail,
             "params": cfg.num_params(),
             "max_context": ctx,
             "runner": runner.name,
@@ -287,6 +311,24 @@ def _read_token(token: torch.Tensor) -> int:
     while view[0] < 0:
         time.sleep(0)
     return int(view[0])
+
+
+WEIGHT_FORMATS = {"fp8": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+                  **{name: dt for name, dt in DTYPES.items()}}
+
+
+def _weight_format(weights: str | None, dtype: str | torch.dtype | None) -> tuple[bool, str | torch.dtype | None]:
+    """(fp8?, dtype) for Engine.from_pretrained's weights and dtype arguments."""
+    if weights is None:
+        return False, dtype
+    if weights not in WEIGHT_FORMATS:
+        raise EngineError(f"unknown weights {weights!r} (use fp8, bf16, fp16 or fp32)")
+    as_dtype = WEIGHT_FORMATS[weights]
+    if as_dtype is None:
+        return True, dtype
+    if dtype is not None and DTYPES.get(dtype, dtype) != as_dtype:
+        raise EngineError(f"weights {weights!r} contradicts dtype {dtype!r}")
+    return False, as_dtype
 
 
 def _is_set(cancel: Cancel | None) -> bool:

@@ -1,7 +1,7 @@
 """The verify forward: T tokens at positions pos..pos+T-1 over the static KV cache, logits for all T.
 
 The fast path's prefill math (`inference.fast.prefill.PrefillModel`: cuBLAS GEMMs, SDPA, a float32
-residual stream) at an offset held in a device tensor, so one CUDA graph serves every position:
+residual stream, FP8 weights dequantized per GEMM) at an offset held in a device tensor, so one CUDA graph serves every position:
 RoPE tables and cache rows are indexed by that tensor, and attention reads a fixed window of the
 first `span` cache rows with a mask (key position <= query position). Rows past the window's live
 part hold stale K/V (of rejected drafts or earlier requests); the mask keeps them out, and each
@@ -15,13 +15,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ..fast.prefill import PrefillModel
+from ..quant import linear
 from ..reference import KVCache, rms_norm
 
 
 class VerifyModel(PrefillModel):
     def __init__(self, cfg, weights, max_len: int):
         super().__init__(cfg, weights, max_len)
-        self.fp32_logits = _mm_out_dtype_works(weights.lm_head)
+        self.fp32_logits = isinstance(weights.lm_head, Tensor) and _mm_out_dtype_works(weights.lm_head)
 
     @torch.inference_mode()
     def forward_window(self, ids: Tensor, positions: Tensor, span: int, cache: KVCache) -> Tensor:
@@ -36,7 +37,7 @@ class VerifyModel(PrefillModel):
         mask = (keys[None, :] <= positions[:, None])[None, None]  # [1, 1, T, span]
         x = w.embed.index_select(0, ids).float()  # [T, H] float32 residual stream
         for i, layer in enumerate(w.layers):
-            qkv = F.linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias)
+            qkv = linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias)
             q, k, v = qkv.split([cfg.q_size, cfg.kv_size, cfg.kv_size], dim=-1)
             q, k, v = q.view(T, Hq, D), k.view(T, Hkv, D), v.view(T, Hkv, D)
             if layer.q_norm is not None:
@@ -49,13 +50,13 @@ class VerifyModel(PrefillModel):
             vw = cache.v[i, :, :span].to(q.dtype)[None]
             attn = F.scaled_dot_product_attention(q.transpose(0, 1)[None], kw, vw, attn_mask=mask,
                                                   enable_gqa=Hq != Hkv)  # [1, Hq, T, D]
-            x = x + F.linear(attn[0].transpose(0, 1).reshape(T, cfg.q_size), layer.o)
-            gate, up = F.linear(self._norm(x, layer.mlp_norm), layer.gate_up).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, layer.down)
+            x = x + linear(attn[0].transpose(0, 1).reshape(T, cfg.q_size), layer.o)
+            gate, up = linear(self._norm(x, layer.mlp_norm), layer.gate_up).chunk(2, dim=-1)
+            x = x + linear(F.silu(gate) * up, layer.down)
         h = self._norm(x, w.norm)  # [T, H]
         if self.fp32_logits:  # bf16 weights, float32 products: the decode LM head's precision
             return torch.mm(h, w.lm_head.t(), out_dtype=torch.float32)
-        return F.linear(h, w.lm_head).float()
+        return linear(h, w.lm_head).float()
 
 
 def _rotate_half(x: Tensor) -> Tensor:
