@@ -140,6 +140,8 @@ def main(argv=None) -> int:
     p.add_argument("--gemv", choices=["auto", "overlap", "cuda", "triton"], default=None,
                    help="GEMV kernels (default: $INFERENCE_GEMV or auto)")
     p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallel over cuda:0..N-1 (reference path; "
+                   "adds the compute vs sync split)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     kernel_choice = {"attention": args.attention or os.environ.get("INFERENCE_ATTENTION", "auto"),
@@ -166,7 +168,8 @@ def main(argv=None) -> int:
 
     bw = copy_bandwidth()
     t = time.perf_counter()
-    engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx, **kernel_choice)
+    engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx, **kernel_choice,
+                                    tp=args.tp)
     if args.no_pdl:
         engine.runner.pdl = False
     load_s = time.perf_counter() - t
@@ -179,15 +182,20 @@ def main(argv=None) -> int:
         r["mbu"] = r["bytes_per_token"] * r["tok_s"] / bw
         rows.append(r)
         print(f"context {c}: {r['tok_s']:.0f} tok/s", file=sys.stderr)
+    if args.tp > 1:
+        from .parallel.profile import sync_split
+        rows[0].update(sync_split(engine, random_prompt(args.context, engine.cfg.vocab_size), args.tokens,
+                                  rows[0]["ms_per_token"]))
     sampled = decode_rate(engine, args.context, args.tokens, args.repeats, SAMPLED)
     ttfts = {n: ttft(engine, n) for n in ttft_lens}
     result = {
         "shape": args.shape if not args.model else str(model_dir), "weights": weights_note,
         "gpu": torch.cuda.get_device_name(), "dtype": "bfloat16", "batch": 1, "pdl": engine.runner.pdl,
         "tuning": engine.info["tuning"], "attention": engine.info["attention"], "gemv": engine.info["gemv"],
-        "copy_bandwidth_GBs": bw / 1e9, "decode": rows, "sampled_decode": {**sampled, "params": SAMPLED},
+        "tp": args.tp, "copy_bandwidth_GBs": bw / 1e9, "decode": rows, "sampled_decode": {**sampled, "params": SAMPLED},
         "ttft_ms": ttfts,
     }
+    engine.close()
     del engine
     torch.cuda.empty_cache()
     if args.vs == "hf":
@@ -201,7 +209,8 @@ def main(argv=None) -> int:
 
     print(f"\n{result['shape']} ({weights_note}), bf16, batch 1, {result['gpu']}, "
           f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if result['pdl'] else 'off'}, tuning {result['tuning']} "
-          f"(attention {result['attention']}, GEMVs {result['gemv']})")
+          f"(attention {result['attention']}, GEMVs {result['gemv']})"
+          + (f", tensor parallel over {args.tp} GPUs (reference path; GB read/token per GPU)" if args.tp > 1 else ""))
     print("| context | tokens | tok/s | ms/token | GB read/token | MBU |")
     print("|--------:|-------:|------:|---------:|--------------:|----:|")
     for r in rows:
@@ -209,6 +218,11 @@ def main(argv=None) -> int:
               f"{r['bytes_per_token'] / 1e9:.3f} | {100 * r['mbu']:.0f}% |")
     print(f"sampled ({', '.join(f'{k} {v}' for k, v in SAMPLED.items() if k != 'seed')}) at context "
           f"{args.context}: {sampled['tok_s']:.0f} tok/s")
+    if "sync_ms_per_token" in rows[0]:
+        r = rows[0]
+        print(f"tp {args.tp} at context {r['context']}: compute {r['compute_ms_per_token']:.3f} ms/token, sync "
+              f"{r['sync_ms_per_token']:.3f} ms/token ({r['collectives_per_token']} collectives, "
+              f"{r['sync_us_per_collective']:.1f} us each)")
     print("TTFT: " + ", ".join(f"{n} tokens {ms:.1f} ms" for n, ms in ttfts.items()))
     if "hf_static_compile_tok_s" in result:
         print(f"transformers static cache + torch.compile: {result['hf_static_compile_tok_s']:.0f} tok/s "

@@ -222,6 +222,7 @@ def tokens_and_stats(engine, prompt, **kw):
 @pytest.mark.slow
 def test_engine_tp2_over_gloo_generates_what_tp1_generates_and_close_stops_the_ranks(synth_dir):
     from inference.engine import Engine
+    from inference.parallel.profile import sync_split
 
     path = synth_dir("tiny")
     one = Engine.from_pretrained(path, device="cpu", max_context=256)
@@ -235,12 +236,26 @@ def test_engine_tp2_over_gloo_generates_what_tp1_generates_and_close_stops_the_r
         # No seed given: rank 0 picks one for every rank and reports it; TP=1 with that seed agrees.
         got, stats = tokens_and_stats(two, "x = ", temperature=1.0)
         assert got == tokens_and_stats(one, "x = ", temperature=1.0, seed=stats.seed)[0]
+        # The bench's split: 2 all-reduces per layer + 1 argmax gather per token, timed on rank 0.
+        split = sync_split(two, [5, 6, 7, 8], 6, ms_per_token=10.0)
+        assert split["collectives_per_token"] == 2 * two.cfg.num_layers + 1
+        assert 0 < split["sync_ms_per_token"] and split["compute_ms_per_token"] == 10.0 - split["sync_ms_per_token"]
+        assert two.runner.comm.timed is False and two.runner.comm.spans_ms() == []  # timing is off again
         procs = two.runner.followers.procs
         assert all(p.is_alive() for p in procs)
     finally:
         two.close()
     assert not any(p.is_alive() for p in procs)
     two.close()  # twice is fine
+
+
+@pytest.mark.slow
+def test_allreduce_bench_times_gloo_between_two_processes():
+    from inference.parallel.allreduce_bench import run
+
+    rows = run(2, "cpu", [64, 1536], iters=5)
+    assert [(r["elements"], r["bytes"]) for r in rows] == [(64, 256), (1536, 6144)]
+    assert all(isinstance(r["eager_us"], float) and r["eager_us"] > 0 for r in rows)
 
 
 def test_engine_refuses_bad_tp_requests_before_starting_any_process(synth_dir):

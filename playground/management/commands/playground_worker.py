@@ -2,7 +2,8 @@
 
 Production layout: REDIS_URL set; N `daphne playground.asgi:application` processes and one
 of these per GPU (`--device cuda:0`, `cuda:1`, ... or CUDA_VISIBLE_DEVICES). All share the
-"inference" queue on Redis; each job is received by exactly one worker.
+"inference" queue on Redis; each job is received by exactly one worker. `--tp N` makes one
+worker span cuda:0..N-1 (a process per GPU, started by the worker; inference.parallel).
 """
 from __future__ import annotations
 
@@ -26,8 +27,10 @@ class Command(BaseCommand):
         parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N")
         parser.add_argument("--dtype", default=None)
         parser.add_argument("--worker-id", default=None)
+        parser.add_argument("--tp", type=int, default=1, help="split the model over N GPUs (cuda:0..N-1; "
+                            "tensor-parallel reference path)")
 
-    def handle(self, *args, model, device, dtype, worker_id, **options):
+    def handle(self, *args, model, device, dtype, worker_id, tp=1, **options):
         layer = get_channel_layer()
         if isinstance(layer, InMemoryChannelLayer):
             raise CommandError("playground_worker needs REDIS_URL: the in-memory channel layer lives inside one "
@@ -35,7 +38,7 @@ class Command(BaseCommand):
         check_redis_timeouts(layer)
         device = device or default_device()
         try:
-            engine = load_engine(model, device, dtype)
+            engine = load_engine(model, device, dtype, tp=tp)
         except EngineError as e:
             raise CommandError(str(e)) from None
         worker = Worker(engine, layer, worker_id=worker_id)
