@@ -1,5 +1,6 @@
-"""HTTP views: the editor page, save -> share link, read-only share page, the session's
-run history (an htmx partial), and the staff-only dashboard.
+"""HTTP views: the editor page (also a reopened run's transcript), save -> share link,
+read-only share page, the session's run history (an htmx partial, filtered by mode or
+text), and the staff-only dashboard.
 
 Everything user- or model-written reaches templates as plain strings (autoescaped) or
 through `json_script`; nothing is marked safe. Generation itself happens over the
@@ -11,6 +12,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
+from django.db.models import Q
 from django.http import HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
@@ -47,18 +49,32 @@ def _snapshot(obj) -> dict:
     }
 
 
+def _transcript(run: Run) -> dict:
+    """What the page needs to show a finished run as it ended (the editor's ?run=N)."""
+    return {
+        "run_id": run.pk,
+        "mode": run.mode,
+        "status": run.status,
+        "output": run.output,
+        "finish_reason": run.finish_reason,
+        "error": run.error,
+        "stats": run.stats or {},
+    }
+
+
 @require_GET
 def editor(request):
     session_key = _session_key(request)
+    # origin "new" lets the page restore the browser's unsaved draft instead of the default code.
     initial = {"mode": "complete", "code": DEFAULT_CODE, "cursor": None, "instruction": "",
-               "params": page_params(), "forked_from": None}
+               "params": page_params(), "forked_from": None, "origin": "new"}
     fork = request.GET.get("fork")
     if fork:
         source = get_object_or_404(Playground, slug=fork)
-        initial = {**_snapshot(source), "forked_from": source.slug}
+        initial = {**_snapshot(source), "forked_from": source.slug, "origin": "fork"}
     elif (run_pk := _pk(request.GET.get("run"))) is not None:
         run = get_object_or_404(Run, pk=run_pk, session_key=session_key)
-        initial = {**_snapshot(run), "forked_from": None}
+        initial = {**_snapshot(run), "forked_from": None, "origin": "run", "transcript": _transcript(run)}
     workers = _live_workers()
     return render(request, "playground/editor.html", {
         "initial": initial,
@@ -111,9 +127,10 @@ def save(request):
 @require_GET
 def share(request, slug):
     playground = get_object_or_404(Playground, slug=slug)
+    snapshot = {**_snapshot(playground), "transcript": {"output": playground.output, "stats": playground.stats or {}}}
     return render(request, "playground/share.html", {
         "playground": playground,
-        "snapshot": _snapshot(playground),
+        "snapshot": snapshot,
         "stats": playground.stats or {},
         "spark_points": sparkline_points((playground.stats or {}).get("tok_s_series") or [], width=160, height=40),
     })
@@ -121,8 +138,15 @@ def share(request, slug):
 
 @require_GET
 def history(request):
-    runs = Run.objects.filter(session_key=_session_key(request))[:HISTORY_LENGTH]
-    return render(request, "playground/_history.html", {"runs": runs})
+    """The session's latest runs, optionally of one mode (?mode=) and containing a text (?q=)."""
+    runs = Run.objects.filter(session_key=_session_key(request))
+    mode = request.GET.get("mode", "")
+    if mode in MODES:
+        runs = runs.filter(mode=mode)
+    query = request.GET.get("q", "").strip()[:200]
+    if query:
+        runs = runs.filter(Q(code__icontains=query) | Q(instruction__icontains=query) | Q(output__icontains=query))
+    return render(request, "playground/_history.html", {"runs": runs[:HISTORY_LENGTH], "filtered": bool(mode in MODES or query)})
 
 
 def _dashboard_context() -> dict:

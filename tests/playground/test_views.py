@@ -142,6 +142,45 @@ def test_staff_see_runs_in_the_admin_with_filters(admin_client):
     assert admin_client.get("/admin/playground/workerstatus/").status_code == 200
 
 
+def initial_data(html: str) -> dict:
+    return json.loads(html.split('id="initial-data" type="application/json">')[1].split("</script>")[0])
+
+
+def test_a_reopened_run_carries_its_transcript_as_json_not_html(client):
+    key = session_key(client)
+    stats = {"decode_tok_s": 812.5, "ttft_ms": 4.2, "finish_reason": "length", "tok_s_series": [800.0, 812.5]}
+    done = Run.objects.create(session_key=key, mode="instruct", instruction="sort", status="done",
+                              output=f"```python\n{XSS}\n```", finish_reason="length", stats=stats)
+    failed = Run.objects.create(session_key=key, mode="complete", code="x", status="error",
+                                error=f"prompt too long {XSS}")
+    html = client.get(f"/?run={done.pk}").content.decode()
+    assert XSS not in html
+    transcript = initial_data(html)["transcript"]
+    assert transcript == {"run_id": done.pk, "mode": "instruct", "status": "done", "output": done.output,
+                          "finish_reason": "length", "error": "", "stats": stats}
+    failed_transcript = initial_data(client.get(f"/?run={failed.pk}").content.decode())["transcript"]
+    assert failed_transcript["status"] == "error" and failed_transcript["error"] == f"prompt too long {XSS}"
+    assert initial_data(client.get("/").content.decode())["origin"] == "new"  # the page may restore a draft
+
+
+def test_history_filters_by_mode_and_text_and_shows_state_and_speed(client):
+    key = session_key(client)
+    Run.objects.create(session_key=key, mode="complete", code="def parse():\n", status="done",
+                       finish_reason="length", decode_tok_s=950.0)
+    Run.objects.create(session_key=key, mode="instruct", instruction="write a parser", status="error",
+                       error="prompt too long")
+    Run.objects.create(session_key=key, mode="instruct", instruction="sort a list", status="cancelled")
+    everything = client.get("/history/").content.decode()
+    assert everything.count("<li") == 3 and "950 tok/s" in everything and ">length<" in everything
+    assert 'title="prompt too long"' in everything  # an error run says why on hover
+    instruct = client.get("/history/?mode=instruct").content.decode()
+    assert instruct.count("<li") == 2 and "def parse" not in instruct
+    parser = client.get("/history/?mode=instruct&q=PARSER").content.decode()
+    assert parser.count("<li") == 1 and "write a parser" in parser
+    assert "No run matches" in client.get("/history/?q=nothing-like-this").content.decode()
+    assert client.get("/history/?mode=bogus").content.decode().count("<li") == 3  # unknown mode: no filter
+
+
 @pytest.mark.parametrize("body, message", [
     ('{"mode": "complete", "code": "x", "params": {"temperature": NaN}}', "NaN"),
     ('{"mode": "complete", "code": "x", "params": {"temperature": Infinity}}', "Infinity"),
