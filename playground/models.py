@@ -1,6 +1,8 @@
 """Database rows: one Run per generation, Playground snapshots behind share links,
 and one WorkerStatus heartbeat row per GPU worker.
 
+A Run is also its transcript: what was asked (code, instruction, earlier conversation turns,
+system prompt, params) and how it ended (output, finish reason, error, stats).
 Rows only; who writes what: the consumer creates Runs (status "queued"), the worker
 moves them through running -> done/cancelled/error and writes output and stats,
 the save view creates Playgrounds. No model code here.
@@ -28,6 +30,9 @@ class Run(models.Model):
     code = models.TextField(blank=True)  # complete: the code; infill: prefix + suffix
     cursor = models.IntegerField(null=True, blank=True)  # infill: split point in `code`
     instruction = models.TextField(blank=True)  # instruct mode
+    # instruct follow-ups: the earlier turns ([{"role", "content"}, ...]) and the system prompt
+    turns = models.JSONField(default=list, blank=True)
+    system_prompt = models.TextField(blank=True)
     params = models.JSONField(default=dict)
     status = models.CharField(max_length=16, choices=STATUSES, default=QUEUED, db_index=True)
     output = models.TextField(blank=True)
@@ -67,6 +72,8 @@ class Playground(models.Model):
     code = models.TextField(blank=True)
     cursor = models.IntegerField(null=True, blank=True)
     instruction = models.TextField(blank=True)
+    turns = models.JSONField(default=list, blank=True)  # the conversation before `instruction`
+    system_prompt = models.TextField(blank=True)
     params = models.JSONField(default=dict)
     output = models.TextField(blank=True)
     stats = models.JSONField(default=dict, blank=True)

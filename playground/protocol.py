@@ -32,6 +32,7 @@ GEN_STARTED, GEN_FRAME, GEN_DONE, GEN_ERROR = "gen.started", "gen.frame", "gen.d
 MODES = ("complete", "infill", "instruct")
 MAX_DEPTH = 8  # JSON nesting of a frame or body: {"params": {"stop": [...]}} needs 3
 MAX_STOP_CHARS = 200
+MAX_TURNS = 64  # earlier turns of an instruct conversation (32 exchanges)
 
 # Upper bounds beyond the engine's own range checks: every accepted value is finite and
 # harmless for the sampler (temperature 1e308 would turn logits into inf/NaN).
@@ -39,6 +40,9 @@ MAX_TEMPERATURE = 100.0
 MAX_TOP_K = 1_000_000  # larger than any vocabulary; top_k >= vocab is the same as off
 MAX_REPETITION_PENALTY = 100.0
 MAX_SEED = 2**63 - 1
+# Lower bounds where a tiny divisor would push fp32 logits to inf (0 = greedy stays allowed).
+MIN_TEMPERATURE = 1e-4
+MIN_REPETITION_PENALTY = 1e-2
 MAX_TOKENS_LIMIT = 1_000_000  # when the caller gives no server cap
 
 # The sampling fields a client may set, and their JSON types.
@@ -178,6 +182,12 @@ def parse_sampling(raw, *, max_tokens_cap: int | None = None) -> SamplingParams:
         if key in kwargs and kwargs[key] > upper:
             where = " on this server" if key == "max_tokens" else ""
             raise ProtocolError(f"{key} must be at most {upper}{where}, got {_short(kwargs[key])}", key)
+    if 0 < kwargs.get("temperature", 1) < MIN_TEMPERATURE:
+        raise ProtocolError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, "
+                            f"got {_short(kwargs['temperature'])}", "temperature")
+    if 0 < kwargs.get("repetition_penalty", 1) < MIN_REPETITION_PENALTY:
+        raise ProtocolError(f"repetition_penalty must be at least {MIN_REPETITION_PENALTY}, "
+                            f"got {_short(kwargs['repetition_penalty'])}", "repetition_penalty")
     for key, value in kwargs.items():  # the engine's checks, one field at a time: the message names it
         try:
             SamplingParams(**{key: tuple(value) if key == "stop" else value})
@@ -224,6 +234,10 @@ class RunRequest:
     cursor: int | None = None  # infill: len(prefix)
     instruction: str = ""
     params: SamplingParams = field(default_factory=SamplingParams)
+    # instruct follow-ups: the conversation before `instruction` ({"role", "content"} dicts,
+    # user/assistant alternating, starting with user) and an optional system prompt.
+    turns: tuple = ()
+    system: str = ""
 
     @property
     def prefix(self) -> str:
@@ -238,17 +252,18 @@ class RunRequest:
             return Prompt.completion(self.code)
         if self.mode == "infill":
             return Prompt.fim(self.prefix, self.suffix)
-        return Prompt.chat(self.instruction)
+        return Prompt.chat([*self.turns, {"role": "user", "content": self.instruction}], system=self.system or None)
 
     def to_json(self) -> dict:
         return {"mode": self.mode, "code": self.code, "cursor": self.cursor, "instruction": self.instruction,
-                "params": sampling_json(self.params)}
+                "params": sampling_json(self.params), "turns": [dict(t) for t in self.turns], "system": self.system}
 
     @classmethod
     def from_json(cls, data: dict) -> "RunRequest":
         """The job's copy (already validated once; parsed again so the worker holds real params)."""
         return cls(mode=data["mode"], code=data["code"], cursor=data["cursor"], instruction=data["instruction"],
-                   params=parse_sampling(data.get("params")))
+                   params=parse_sampling(data.get("params")), turns=tuple(data.get("turns") or ()),
+                   system=data.get("system") or "")
 
 
 def parse_mode(value) -> str:
@@ -278,7 +293,31 @@ def parse_run(frame: dict, *, max_input_chars: int, max_tokens_cap: int | None =
     instruction = field_text("instruction")
     if not instruction.strip():
         raise ProtocolError("write an instruction first", "instruction")
-    return RunRequest(mode, instruction=instruction, params=params)
+    turns, system = parse_turns(frame.get("turns"), max_input_chars), field_text("system")
+    if len(instruction) + len(system) + sum(len(t["content"]) for t in turns) > max_input_chars:
+        raise ProtocolError(f"the conversation is too long (at most {max_input_chars} characters in all); "
+                            "start a new chat", "turns")
+    return RunRequest(mode, instruction=instruction, params=params, turns=turns, system=system)
+
+
+def parse_turns(value, max_input_chars: int) -> tuple:
+    """An instruct run's earlier turns: [{"role": "user"|"assistant", "content": str}, ...],
+    alternating from "user" to a last "assistant" (absent or [] = a new conversation)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ProtocolError("'turns' must be a list of {role, content} objects", "turns")
+    if len(value) > MAX_TURNS:
+        raise ProtocolError(f"at most {MAX_TURNS} earlier turns, got {len(value)}; start a new chat", "turns")
+    if len(value) % 2:
+        raise ProtocolError("'turns' must end with the assistant's answer (pairs of user, assistant)", "turns")
+    turns = []
+    for n, turn in enumerate(value):
+        role = "user" if n % 2 == 0 else "assistant"
+        if not isinstance(turn, dict) or set(turn) != {"role", "content"} or turn["role"] != role:
+            raise ProtocolError(f"turn {n} must be {{\"role\": \"{role}\", \"content\": \"...\"}}", "turns")
+        turns.append({"role": role, "content": text(turn["content"], "turns", max_input_chars)})
+    return tuple(turns)
 
 
 # -- consumer -> browser -------------------------------------------------------------------------

@@ -21,6 +21,8 @@ def create_run(request: RunRequest, session_key: str) -> int:
         code=request.code,
         cursor=request.cursor,
         instruction=request.instruction,
+        turns=[dict(t) for t in request.turns],
+        system_prompt=request.system,
         params=sampling_json(request.params),
     )
     return run.pk

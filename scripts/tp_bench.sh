@@ -45,7 +45,7 @@ out = sys.argv[1]
 print("\n| shape | TP | path | tok/s | ms/token | compute ms | sync ms | us/collective |")
 print("|---|---:|---|---:|---:|---:|---:|---:|")
 for f in sorted(glob.glob(f"{out}/bench_*.json")):
-    r = json.load(open(f)); d = r["decode"][0]; tp = r.get("tp", 1)
+    r = json.load(open(f)); d = r["runs"][0]["decode"][0]; tp = r.get("tp", 1)
     cell = lambda k, p: f"{d[k]:.{p}f}" if k in d else "-"
     print(f"| {r['shape']} | {tp} | {'fast (1 GPU)' if tp == 1 else 'TP reference'} | {d['tok_s']:.0f} "
           f"| {d['ms_per_token']:.3f} | {cell('compute_ms_per_token', 3)} | {cell('sync_ms_per_token', 3)} "

@@ -291,3 +291,48 @@ def test_the_queue_position_updates_while_waiting(server, page):
     assert page.locator("#status").inner_text() == "queued · 1 ahead · 4 s"  # another run's position: ignored
     page.evaluate("window.playground.onMessage({type: 'started', run_id: 424242, model: 'm', worker_id: 'w'})")
     assert page.locator("#status").inner_text() == "running"
+
+
+def turn_roles(page) -> list[str]:
+    return page.evaluate("[...document.querySelectorAll('#conversation .turn')].map((t) => t.classList[1])")
+
+
+def test_follow_ups_continue_the_conversation_and_share_and_fork_keep_it(server, page):
+    open_editor(page, server)
+    page.check('input[name="mode"][value="instruct"]', force=True)
+    page.uncheck("#include-code")
+    page.click("#system-box summary")
+    page.fill("#system", "You answer in Python.")
+    page.fill("#instruction", "write add(a, b)")
+    run_and_wait(page, "instruct", 8)
+    assert turn_roles(page) == ["system", "user"]
+    first_answer = page.evaluate("window.playground.renderer.fullText()")
+    assert first_answer and page.locator("#follow-up-box").is_visible() and page.is_checked("#follow-up")
+    assert page.input_value("#instruction") == "" and "1 earlier exchange" in page.inner_text("#follow-up-box")
+
+    page.fill("#instruction", "now add type hints")
+    run_and_wait(page, "instruct", 8)
+    assert turn_roles(page) == ["system", "user", "assistant", "user"]
+    assert page.locator("#conversation .turn.assistant").inner_text().endswith(first_answer.strip()[-10:])
+    assert "2 earlier exchanges" in page.inner_text("#follow-up-box")
+    shoot(page, "follow-up")
+
+    # Reopened from history, the run shows the conversation it continued.
+    page.wait_for_function("document.querySelector('#history li .h-title')?.textContent === 'now add type hints'")
+    page.locator("#history li a").first.click()
+    page.wait_for_selector("#conversation .turn")
+    assert turn_roles(page) == ["system", "user", "assistant", "user"]
+
+    # The share link shows the whole conversation; a fork can go on with it.
+    page.click("#save")
+    page.wait_for_selector("#share-result:not([hidden])")
+    page.goto(page.input_value("#share-url"))
+    page.wait_for_selector("#conversation .turn")
+    assert turn_roles(page) == ["system", "user", "assistant", "user"]
+    assert "now add type hints" in page.locator("#conversation").inner_text()
+    page.click("#fork")
+    page.wait_for_selector(".cm-editor .cm-content")
+    assert turn_roles(page) == ["system", "user", "assistant", "user"]
+    assert "2 earlier exchanges" in page.inner_text("#follow-up-box") and page.is_checked("#follow-up")
+    page.click("#new-chat")
+    assert turn_roles(page) == [] and page.input_value("#instruction") == "now add type hints"
