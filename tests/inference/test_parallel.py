@@ -310,3 +310,28 @@ def test_nccl_tp_matches_the_single_gpu_paths(tmp_path, shape, tp):
         assert agree >= 0.98 and rel <= 2e-2
     finally:
         tp16.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_one_rank_nccl_group_on_one_gpu_generates_the_reference_tokens(tmp_path):
+    """The TP path on CUDA over NCCL with one GPU (a group of one: every collective runs, with no
+    peers): the tokens of the one-GPU reference runner in every sampling mode, each collective timed."""
+    import functools
+
+    from inference.parallel.launch import LaunchSpec, launch
+    from inference.synth import write_checkpoint
+
+    path = write_checkpoint("qwen2.5-coder-1.5b", tmp_path / "m", layers=4, device="cuda")
+    cfg = ModelConfig.from_file(path / "config.json")
+    load = functools.partial(load_weights, path, cfg, dtype=torch.float32)
+    runner = launch(LaunchSpec(cfg, load, 1, "cuda", 512, timed=True))
+    try:
+        ref = ReferenceRunner(cfg, load(device="cuda"), 512)
+        for mode, kw in MODES.items():
+            params = SamplingParams(max_tokens=32, **{"seed": 0, **kw})
+            assert generate(runner, PROMPT, 16, params) == generate(ref, PROMPT, 16, params), mode
+        spans = runner.comm.spans_ms()
+        assert len(spans) == len(MODES) * 16 * (2 * cfg.num_layers + 1) and min(spans) >= 0
+    finally:
+        runner.close()
