@@ -2,6 +2,8 @@
 
     python -m inference.bench --shape qwen2.5-coder-1.5b [--context 512] [--tokens 512]
         [--contexts 4096,16384] [--ttft 128,1024,4096] [--vs hf] [--json FILE] [--model DIR]
+    python -m inference.bench --workload edit --model DIR [--tokens 256]   (speculation off and on)
+    python -m inference.bench --workload verify --shape qwen2.5-coder-1.5b  (verify step vs one-token step)
         [--attention auto|cuda|triton] [--gemv auto|overlap|cuda|triton] [--tuning auto|generic|ROW]
         [--weights bf16 | fp8 | fp8,bf16] [--tp N]
 
@@ -174,7 +176,12 @@ def main(argv=None) -> int:
     p.add_argument("--tp", type=int, default=1, help="tensor parallel over cuda:0..N-1 (reference path; "
                    "adds the compute vs sync split)")
     p.add_argument("--json", default=None)
+    p.add_argument("--workload", choices=["decode", "edit", "verify"], default="decode",
+                   help="decode (default); edit: code-edit prompts, speculation off and on (inference.speculative.bench; "
+                        "CPU too); verify: the speculative verify step's cost vs a one-token step")
     args = p.parse_args(argv)
+    if args.workload == "edit":
+        return _edit(args)
     formats = [w for w in args.weights.split(",") if w]
     if not formats or any(w not in WEIGHTS for w in formats):
         p.error(f"--weights takes a comma-separated list of {', '.join(WEIGHTS)}, not {args.weights!r}")
@@ -200,6 +207,15 @@ def main(argv=None) -> int:
         print(f"wrote synthetic {args.shape} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
         weights_note = "random weights"
 
+    if args.workload == "verify":
+        from .speculative.bench import verify_main
+
+        engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx,
+                                        weights=formats[0], **kernel_choice)
+        result = verify_main(args, engine)
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2))
+        return 0
     bw = copy_bandwidth()
     runs = []
     for fmt in formats:
@@ -259,6 +275,24 @@ def main(argv=None) -> int:
               f"-> {result['speedup_vs_hf']:.2f}x")
     if "hf_error" in result:
         print(f"transformers baseline failed: {result['hf_error']}")
+    return 0
+
+
+def _edit(args) -> int:
+    """--workload edit: inference.speculative.bench on a real model (--model), speculation off and on."""
+    from .engine import Engine
+    from .speculative.bench import edit_main
+
+    if not args.model:
+        print("error: --workload edit needs --model (a real model: acceptance on random weights means nothing)",
+              file=sys.stderr)
+        return 2
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    engine = Engine.from_pretrained(args.model, device=device, max_context=4096)
+    print(f"loaded: {engine.info}", file=sys.stderr)
+    result = edit_main(args, engine)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
     return 0
 
 
