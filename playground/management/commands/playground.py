@@ -73,6 +73,7 @@ class Command(BaseCommand):
                               "browsers use (requests and WebSocket origins are checked against it)")
         elif host not in settings.ALLOWED_HOSTS:
             settings.ALLOWED_HOSTS.append(host.strip("[]"))
+        settings.PLAYGROUND_BIND_HOST = host  # loopback: the API may serve requests without a key
 
         def ready():
             if worker is not None:
