@@ -350,7 +350,7 @@ def test_follow_ups_continue_the_conversation_and_share_and_fork_keep_it(server,
     shoot(page, "follow-up")
 
     # Reopened from history, the run shows the conversation it continued.
-    page.wait_for_function("document.querySelector('#history li .h-title')?.textContent === 'now add type hints'")
+    page.wait_for_function("document.querySelector('#history li .h-title')?.textContent === '↳ now add type hints'")
     page.locator("#history li a").first.click()
     page.wait_for_selector("#conversation .turn")
     assert turn_roles(page) == ["system", "user", "assistant", "user"]

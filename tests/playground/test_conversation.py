@@ -94,3 +94,13 @@ def test_save_refuses_malformed_turns(client):
     body = {"mode": "instruct", "instruction": "x", "turns": [{"role": "assistant", "content": "x"}]}
     response = client.post("/save/", data=json.dumps(body), content_type="application/json")
     assert response.status_code == 400 and "must end with" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_history_marks_follow_ups(client):
+    client.get("/")
+    key = client.session.session_key
+    Run.objects.create(session_key=key, mode="instruct", instruction="first", status="done")
+    Run.objects.create(session_key=key, mode="instruct", instruction="second", turns=TURNS, status="done")
+    html = client.get("/history/").content.decode()
+    assert html.count("h-thread") == 1 and "a follow-up after 2 earlier turns" in html
