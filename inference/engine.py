@@ -1,4 +1,4 @@
-"""The Engine: batch-1 streaming generation from a Hugging Face checkpoint.
+"""The Engine: batch-1 streaming generation from a checkpoint (Hugging Face folder or GGUF file).
 
 `Engine.from_pretrained(path, device=..., dtype=...)` loads config, tokenizer and weights and
 picks a runner (the CUDA fast path on a GPU, else the reference forward). `generate(prompt,
@@ -7,7 +7,7 @@ params)` yields `TokenEvent`s as tokens arrive and ends with one `FinishEvent` c
 The decode loop never makes the device wait for the host: each step's token lands in pinned host
 memory (the fast path's graph writes it there itself) and is read `LAG` steps later, so stop
 conditions (EOS ids, stop strings, max_tokens, cancellation) are seen a few steps late and the
-overshoot is simply discarded. One Engine serves one request at a time; callers serialise.
+overshoot is simply discarded. On the CPU one step is in flight at a time (`_lag`). One Engine serves one request at a time; callers serialise.
 """
 
 from __future__ import annotations
@@ -20,7 +20,6 @@ from typing import Iterator, Protocol
 
 import torch
 
-from .checkpoint import check_model_dir, load_generation_config, load_weights
 from .config import ModelConfig
 from .detokenizer import IncrementalDetokenizer
 from .errors import EngineError, PromptError
@@ -28,10 +27,11 @@ from .hub import resolve_model_path
 from .prompts import Prompt, build_prompt_ids
 from .runner import ReferenceRunner, Runner
 from .sampling import SamplingParams
+from .source import open_checkpoint
 from .stops import StopStrings
 from .tokenizer import Tokenizer
 
-LAG = 8  # steps the host may run ahead of the tokens it has read back
+LAG = 8  # steps the host may run ahead of the tokens it has read back (GPU; on CPU: 1, see _lag)
 TIMED_FIRST, TIMED_EVERY = 16, 16  # which tokens carry a timing event on CUDA (_DeviceTimer)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -79,14 +79,15 @@ class Engine:
         return self.runner.max_context
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None,
-                        fast: bool | None = None, max_context: int | None = None) -> "Engine":
-        """Load a model folder (or a hub id, when a network is there).
+    def from_pretrained(cls, path: str | Path | None = None, device: str = "cpu",
+                        dtype: str | torch.dtype | None = None, fast: bool | None = None,
+                        max_context: int | None = None, cache_dir: str | Path | None = None) -> "Engine":
+        """Load a model: a folder, a .gguf file, "default" / None (SmolLM2-135M-Instruct),
+        "synthetic:SHAPE" (random weights, written under cache_dir) or a hub id when online.
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
         bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)).
         """
-        path = check_model_dir(resolve_model_path(path))
         device = str(device)
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise EngineError("device 'cuda' requested but no CUDA GPU is available (use --device cpu)")
@@ -99,14 +100,11 @@ class Engine:
                 raise EngineError(f"unknown dtype {dtype!r} (use one of {', '.join(DTYPES)})")
             dtype = DTYPES[dtype]
 
-        cfg = ModelConfig.from_file(path / "config.json")
-        tokenizer = Tokenizer.from_dir(path)
-        gen = load_generation_config(path)
-        eos_ids = tuple(dict.fromkeys([*gen["eos_token_ids"], *cfg.eos_token_ids, *tokenizer.eos_token_ids]))
-
+        ckpt = open_checkpoint(resolve_model_path(path, cache_dir=cache_dir))
+        cfg, tokenizer, eos_ids = ckpt.config, ckpt.tokenizer, ckpt.eos_ids
         cap = max_context or 32768
         ctx = min(cfg.max_position_embeddings, cap)
-        weights = load_weights(path, cfg, device=device, dtype=dtype)
+        weights = ckpt.load_weights(device, dtype)
         runner: Runner
         if device.startswith("cuda") and fast is not False:
             from .fast.runner import FastRunner  # imports Triton; only on GPU machines
@@ -116,8 +114,8 @@ class Engine:
                 raise EngineError("the fast path needs device='cuda'")
             runner = ReferenceRunner(cfg, weights, ctx)
         info = {
-            "model": path.name,
-            "path": str(path),
+            "model": ckpt.card["name"],
+            "path": str(ckpt.path),
             "model_type": cfg.model_type,
             "device": str(runner.device),
             "dtype": str(dtype).removeprefix("torch."),
@@ -125,7 +123,8 @@ class Engine:
             "max_context": ctx,
             "runner": runner.name,
             "fast_path": runner.name != "reference",
-            "random_weights": (path / "synth.json").exists(),
+            "random_weights": ckpt.random_weights,
+            "card": ckpt.card,
         }
         return cls(cfg, tokenizer, runner, eos_ids, info)
 
@@ -153,6 +152,7 @@ class Engine:
         stops = StopStrings(params.stop)
         timer = self._timer
         timer.reset(params.max_tokens)
+        lag = _lag(self.runner.device)
 
         first = self.runner.start(ids, params)
         timer.push(first)
@@ -162,7 +162,7 @@ class Engine:
         ttft_ms = None
         while finish is None:
             # Keep the device LAG steps ahead of what we read back.
-            while issued < params.max_tokens and issued - generated < LAG and not _is_set(cancel):
+            while issued < params.max_tokens and issued - generated < lag and not _is_set(cancel):
                 timer.push(self.runner.step())
                 issued += 1
             token = timer.pop()
@@ -202,6 +202,13 @@ class Engine:
         )
         timer.drain()
         yield FinishEvent(stats, "".join(pieces))
+
+
+def _lag(device: torch.device) -> int:
+    """Steps in flight before a token is read back. On a GPU the host runs LAG steps ahead so
+    the device never waits; on the CPU the host *is* the device, so a step queued ahead only
+    delays the token being read (TTFT) and is wasted after EOS: one at a time."""
+    return LAG if torch.device(device).type == "cuda" else 1
 
 
 def _is_set(cancel: Cancel | None) -> bool:
