@@ -1,6 +1,6 @@
 // Build the browser bundle: `npm ci && npm run build` (in frontend/).
-// Writes ../static/playground/app.js (CodeMirror + our code, minified) and copies
-// htmx.min.js next to it. Both outputs are committed so the page works offline and
+// Writes ../static/playground/app.js (CodeMirror, markdown-it, highlight.js, DOMPurify and
+// our code, minified) and copies htmx.min.js and highlight.js's One Dark theme next to it. Both outputs are committed so the page works offline and
 // nobody needs Node to run the playground.
 import { build } from "esbuild";
 import { copyFileSync } from "node:fs";
@@ -21,3 +21,4 @@ await build({
   logLevel: "info",
 });
 copyFileSync(resolve(here, "node_modules/htmx.org/dist/htmx.min.js"), resolve(out, "htmx.min.js"));
+copyFileSync(resolve(here, "node_modules/highlight.js/styles/atom-one-dark.min.css"), resolve(out, "highlight.min.css"));

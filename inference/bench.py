@@ -2,6 +2,7 @@
 
     python -m inference.bench --shape qwen2.5-coder-1.5b [--context 512] [--tokens 512]
         [--contexts 4096,16384] [--ttft 128,1024,4096] [--vs hf] [--json FILE] [--model DIR]
+        [--attention auto|cuda|triton] [--gemv auto|overlap|cuda|triton] [--tuning auto|generic|ROW]
 
 Writes a synthetic (random-weight) checkpoint of the shape on the fly unless --model is given,
 then measures in one run: copy bandwidth (device-to-device, bytes read + written); decode tok/s
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -134,8 +136,15 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--vs", choices=["hf"], default=None)
     p.add_argument("--no-pdl", action="store_true", help="disable programmatic dependent launch")
+    p.add_argument("--attention", choices=["auto", "cuda", "triton"], default=None,
+                   help="decode attention kernel (default: $INFERENCE_ATTENTION or auto)")
+    p.add_argument("--gemv", choices=["auto", "overlap", "cuda", "triton"], default=None,
+                   help="GEMV kernels (default: $INFERENCE_GEMV or auto)")
+    p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    kernel_choice = {"attention": args.attention or os.environ.get("INFERENCE_ATTENTION", "auto"),
+                     "gemv": args.gemv or os.environ.get("INFERENCE_GEMV", "auto"), "tuning": args.tuning}
     if not torch.cuda.is_available():
         print("error: inference.bench needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -158,7 +167,7 @@ def main(argv=None) -> int:
 
     bw = copy_bandwidth()
     t = time.perf_counter()
-    engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx)
+    engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx, **kernel_choice)
     if args.no_pdl:
         engine.runner.pdl = False
     load_s = time.perf_counter() - t
@@ -176,6 +185,7 @@ def main(argv=None) -> int:
     result = {
         "shape": args.shape if not args.model else str(model_dir), "weights": weights_note,
         "gpu": torch.cuda.get_device_name(), "dtype": "bfloat16", "batch": 1, "pdl": engine.runner.pdl,
+        "tuning": engine.info["tuning"], "attention": engine.info["attention"], "gemv": engine.info["gemv"],
         "copy_bandwidth_GBs": bw / 1e9, "decode": rows, "sampled_decode": {**sampled, "params": SAMPLED},
         "ttft_ms": ttfts,
     }
@@ -191,7 +201,8 @@ def main(argv=None) -> int:
         Path(args.json).write_text(json.dumps(result, indent=2))
 
     print(f"\n{result['shape']} ({weights_note}), bf16, batch 1, {result['gpu']}, "
-          f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if result['pdl'] else 'off'}")
+          f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if result['pdl'] else 'off'}, tuning {result['tuning']} "
+          f"(attention {result['attention']}, GEMVs {result['gemv']})")
     print("| context | tokens | tok/s | ms/token | GB read/token | MBU |")
     print("|--------:|-------:|------:|---------:|--------------:|----:|")
     for r in rows:

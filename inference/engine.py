@@ -81,12 +81,17 @@ class Engine:
     @classmethod
     def from_pretrained(cls, path: str | Path | None = None, device: str = "cpu",
                         dtype: str | torch.dtype | None = None, fast: bool | None = None,
-                        max_context: int | None = None, cache_dir: str | Path | None = None) -> "Engine":
+                        max_context: int | None = None, attention: str = "auto", gemv: str = "auto",
+                        tuning: str = "auto", tp: int = 1, cache_dir: str | Path | None = None) -> "Engine":
         """Load a model: a folder, a .gguf file, "default" / None (SmolLM2-135M-Instruct),
         "synthetic:SHAPE" (random weights, written under cache_dir) or a hub id when online.
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
-        bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)).
+        bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)). The fast
+        path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | cuda | triton)
+        and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
+        tp > 1 splits the model over tp processes (inference.parallel: reference path; `close()`
+        stops them).
         """
         device = str(device)
         if device.startswith("cuda") and not torch.cuda.is_available():
@@ -104,15 +109,27 @@ class Engine:
         cfg, tokenizer, eos_ids = ckpt.config, ckpt.tokenizer, ckpt.eos_ids
         cap = max_context or 32768
         ctx = min(cfg.max_position_embeddings, cap)
-        weights = ckpt.load_weights(device, dtype)
+        load = ckpt.loader(dtype)  # picklable: each TP rank loads with it
         runner: Runner
-        if device.startswith("cuda") and fast is not False:
-            from .fast.runner import FastRunner  # imports Triton; only on GPU machines
-            runner = FastRunner(cfg, weights, ctx)
+        if tp != 1:
+            if fast:
+                raise EngineError("the fast path runs on one GPU; --tp runs the tensor-parallel reference path")
+            from .parallel.launch import LaunchSpec, launch
+            runner = launch(LaunchSpec(cfg, load, tp, device, ctx))
+        elif device.startswith("cuda") and fast is not False:
+            from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
+
+            from .fast.runner import FastRunner
+            weights = load(device=device)
+            try:
+                row = tuning_table.by_name(tuning, weights.device)
+                runner = FastRunner(cfg, weights, ctx, attention=attention, gemv=gemv, tuning=row)
+            except ValueError as e:
+                raise EngineError(str(e)) from e
         else:
             if fast:
                 raise EngineError("the fast path needs device='cuda'")
-            runner = ReferenceRunner(cfg, weights, ctx)
+            runner = ReferenceRunner(cfg, load(device=device), ctx)
         info = {
             "model": ckpt.card["name"],
             "path": str(ckpt.path),
@@ -122,11 +139,19 @@ class Engine:
             "params": cfg.num_params(),
             "max_context": ctx,
             "runner": runner.name,
-            "fast_path": runner.name != "reference",
+            "tp": tp,
+            "fast_path": runner.name not in ("reference", "tp-reference"),
+            "tuning": runner.tuning.name if hasattr(runner, "tuning") else None,  # the kernels.tuning row
+            "attention": getattr(runner, "attention_mode", None),
+            "gemv": getattr(runner, "gemv_mode", None),
             "random_weights": ckpt.random_weights,
             "card": ckpt.card,
         }
         return cls(cfg, tokenizer, runner, eos_ids, info)
+
+    def close(self) -> None:
+        """Release what the runner holds beyond this process (tensor-parallel ranks)."""
+        getattr(self.runner, "close", lambda: None)()
 
     def prompt_ids(self, prompt: Prompt | str) -> list[int]:
         if isinstance(prompt, str):

@@ -4,6 +4,7 @@
         (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT | --fim-prefix A --fim-suffix B)
         --max-tokens N [--temperature T] [--top-p P] [--top-k K] [--min-p P]
         [--repetition-penalty R] [--seed S] [--stop STR ...] [--ignore-eos] [--json]
+        [--attention auto|cuda|triton] [--gemv auto|overlap|cuda|triton] [--tuning auto|generic|ROW]
 
 Without --json the text streams to stdout and one stats line goes to stderr. With --json
 exactly one JSON object is printed. Errors print one line to stderr and exit with status 2.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from .errors import EngineError
@@ -45,6 +47,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--ignore-eos", action="store_true", help="keep generating past EOS")
     p.add_argument("--max-context", type=int, default=None, help="KV cache length (default min(model, 32768))")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
+    p.add_argument("--attention", choices=["auto", "cuda", "triton"], default=None,
+                   help="fast path's decode attention kernel (default: $INFERENCE_ATTENTION or auto)")
+    p.add_argument("--gemv", choices=["auto", "overlap", "cuda", "triton"], default=None,
+                   help="fast path's GEMV kernels (default: $INFERENCE_GEMV or auto)")
+    p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
     args = p.parse_args(argv)
     if args.fim_prefix is not None and args.fim_suffix is None:
         p.error("--fim-prefix needs --fim-suffix")
@@ -80,7 +87,9 @@ def main(argv=None) -> int:
             stop=tuple(args.stop), ignore_eos=args.ignore_eos)
         prompt = build_prompt(args)
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-        engine = Engine.from_pretrained(args.model, device=device, dtype=args.dtype, max_context=args.max_context)
+        engine = Engine.from_pretrained(args.model, device=device, dtype=args.dtype, max_context=args.max_context,
+                                        attention=args.attention or os.environ.get("INFERENCE_ATTENTION", "auto"),
+                                        gemv=args.gemv or os.environ.get("INFERENCE_GEMV", "auto"), tuning=args.tuning)
         token_ids: list[int] = []
         for ev in engine.generate(prompt, params):
             if isinstance(ev, FinishEvent):

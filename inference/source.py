@@ -3,7 +3,7 @@
 `open_checkpoint(path)` takes a resolved path (`inference.hub.resolve_model_path`): a .gguf file
 goes to `inference.gguf_model` / `inference.gguf_tokenizer`, a folder to `inference.checkpoint`,
 `inference.config` and `inference.tokenizer`. Config, tokenizer and card are read at once (cheap);
-weights only when `load_weights(device, dtype)` is called.
+weights only when `load_weights(device, dtype)` (or a picklable `loader(dtype)`) is called.
 
 The model card is what the page and the dashboard show about the model: name, parameters, file,
 the quantization the weights were dequantized from, license, context length.
@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -27,6 +26,26 @@ from .weights import ModelWeights
 _QUANT_SUFFIX = re.compile(r"[.-](?:[QqIi]Q?\d[\w]*|[Ff]16|[Ff]32|[Bb][Ff]16)$")
 
 
+class WeightsLoader:
+    """`loader(device=...)` -> ModelWeights in one dtype. Picklable, so tensor-parallel ranks can
+    each load in their own process (an open GGUF reader stays behind; a rank re-opens the file)."""
+
+    def __init__(self, path: Path, config: ModelConfig, dtype: torch.dtype, gguf=None):
+        self.path, self.config, self.dtype, self._gguf = path, config, dtype, gguf
+
+    def __getstate__(self):
+        return {**self.__dict__, "_gguf": None}
+
+    def __call__(self, device="cpu") -> ModelWeights:
+        if self.path.suffix == ".gguf" and self.path.is_file():
+            from .gguf_model import GGUFCheckpoint
+
+            return (self._gguf or GGUFCheckpoint.open(self.path)).load_weights(device, self.dtype)
+        from .checkpoint import load_weights
+
+        return load_weights(self.path, self.config, device=device, dtype=self.dtype)
+
+
 @dataclass
 class Checkpoint:
     path: Path
@@ -35,10 +54,13 @@ class Checkpoint:
     eos_ids: tuple[int, ...]
     card: dict
     random_weights: bool
-    _load: Callable[[str, torch.dtype], ModelWeights]
+    gguf: object = None  # the open GGUFCheckpoint, for GGUF files
+
+    def loader(self, dtype: torch.dtype) -> WeightsLoader:
+        return WeightsLoader(self.path, self.config, dtype, self.gguf)
 
     def load_weights(self, device="cpu", dtype: torch.dtype = torch.float32) -> ModelWeights:
-        return self._load(device, dtype)
+        return self.loader(dtype)(device=device)
 
 
 def open_checkpoint(path: str | Path) -> Checkpoint:
@@ -61,11 +83,11 @@ def _open_gguf(path: Path) -> Checkpoint:
     card["fim"] = tok.fim_tokens is not None
     card["chat"] = tok.chat_template is not None
     eos = tuple(dict.fromkeys([*ck.config.eos_token_ids, *tok.eos_token_ids]))
-    return Checkpoint(path, ck.config, tok, eos, card, False, ck.load_weights)
+    return Checkpoint(path, ck.config, tok, eos, card, False, ck)
 
 
 def _open_folder(path: Path) -> Checkpoint:
-    from .checkpoint import check_model_dir, load_generation_config, load_weights
+    from .checkpoint import check_model_dir, load_generation_config
 
     path = check_model_dir(path)
     cfg = ModelConfig.from_file(path / "config.json")
@@ -86,8 +108,7 @@ def _open_folder(path: Path) -> Checkpoint:
         "fim": tok.fim_tokens is not None,
         "chat": tok.chat_template is not None,
     }
-    return Checkpoint(path, cfg, tok, eos, card, random_weights,
-                      lambda device, dtype: load_weights(path, cfg, device=device, dtype=dtype))
+    return Checkpoint(path, cfg, tok, eos, card, random_weights)
 
 
 def _readme_license(path: Path) -> str | None:

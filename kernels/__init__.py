@@ -14,7 +14,7 @@ grid, and a plain PyTorch `<name>_ref` twin the tests compare against:
                       compiled by NVRTC and launched through `_cuda_rtc`), same reference twin
 
 All launchers are CUDA-graph safe: no allocation, no host sync, no autotuning (launch configs
-come from a fixed rule or the TUNED table in _util.py). Call each once before capturing so the
+come from a fixed rule in _util.py or the per-GPU table in tuning.py). Call each once before capturing so the
 Triton JIT compiles outside the capture. They take `pdl=True` to use Hopper programmatic
 dependent launch.
 

@@ -31,30 +31,19 @@ def check_vec(t: torch.Tensor, n: int, name: str, dtypes=(torch.float32,)) -> No
 WEIGHT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 
-# Measured overrides: (N, K) -> [(BLOCK_N, BLOCK_K, num_warps, num_stages), ...] (first one used).
-# N is the launcher's row count per program set: rows of W for rmsnorm_gemv / gemv_residual, I for
-# rmsnorm_gate_up_silu (each program then takes BLOCK_N gate and BLOCK_N up rows). Shapes not listed
-# use the rules below. Entries: the bests of `python -m kernels.sweep_gemv` where they beat the rule
-# (Qwen2.5-Coder-1.5B step on an H200: rule 1162.6 us, with these 1148.6, median of 3 each; for the
-# 3B and Qwen3-1.7B shapes the rule equals the bests). The 1.5B LM head's entry (16, 256, 4, 1) was dropped in the
-# fourteenth session: the rule's (32, 128, 4) streams it faster in today's step (launch alone 117.2 -> 114.9 us,
-# step 1010.2 -> 1007.9 us; kernels/PERF.md).
-TUNED: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {
-    (1536, 1536): [(4, 2048, 8, 1)],  # o_proj, hidden 1536
-    (1536, 8960): [(4, 2048, 8, 1)],  # down_proj, 8960 -> 1536
-}
-
-
-def tuned_config(n: int, k: int) -> dict | None:
-    """The TUNED entry for (n, k) as launch kwargs, or None (never under the interpreter)."""
-    if interpreting() or (n, k) not in TUNED:
+def tuned_config(n: int, k: int, tuning) -> dict | None:
+    """The tuning row's measured override for an [n, k] GEMV as launch kwargs, or None (never under the
+    interpreter). N is the launcher's row count per program set: rows of W for rmsnorm_gemv / gemv_residual,
+    I for rmsnorm_gate_up_silu (each program then takes BLOCK_N gate and BLOCK_N up rows)."""
+    if interpreting() or (o := tuning.override(n, k)) is None:
         return None
-    bn, bk, w, s = TUNED[(n, k)][0]
+    bn, bk, w, s = o
     return {"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w, "num_stages": s}
 
 
-def gemv_config(n: int, k: int) -> dict:
-    """Launch config {BLOCK_N, BLOCK_K, num_warps} for a batch-1 GEMV over an [n, k] weight.
+def gemv_config(n: int, k: int, tuning) -> dict:
+    """Launch config {BLOCK_N, BLOCK_K, num_warps} for a batch-1 GEMV over an [n, k] weight: the tuning
+    row's (kernels.tuning) measured override for the shape, else this rule.
 
     A fixed rule instead of @triton.autotune: autotuning times one launch at a time, which for
     these 2-20 us kernels measures Python launch overhead (we saw 32 us for a 4 us kernel) and
@@ -69,7 +58,7 @@ def gemv_config(n: int, k: int) -> dict:
 
     if interpreting():
         return {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4}
-    if (tuned := tuned_config(n, k)) is not None:
+    if (tuned := tuned_config(n, k, tuning)) is not None:
         return tuned
     if k >= 4096:
         return {"BLOCK_N": 4, "BLOCK_K": 1024, "num_warps": 8}
@@ -80,7 +69,7 @@ def gemv_config(n: int, k: int) -> dict:
     return {"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4}
 
 
-def gate_up_config(i: int, k: int) -> dict:
+def gate_up_config(i: int, k: int, tuning) -> dict:
     """Launch config for rmsnorm_gate_up_silu over a packed [2i, k] gate/up weight: BLOCK_N gate rows
     and BLOCK_N up rows per program. From the same in-step sweep (kernels/PERF.md): BN=16, BK=256,
     8 warps was the best of ten configs for all three model shapes (3B step 2217 -> 2150 us,
@@ -89,7 +78,7 @@ def gate_up_config(i: int, k: int) -> dict:
 
     if interpreting():
         return {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4}
-    if (tuned := tuned_config(i, k)) is not None:
+    if (tuned := tuned_config(i, k, tuning)) is not None:
         return tuned
     return {"BLOCK_N": 16, "BLOCK_K": min(256, triton.next_power_of_2(k)), "num_warps": 8}
 
@@ -103,14 +92,14 @@ def gate_up_config(i: int, k: int) -> dict:
 #              with the runner's L2 prefetch of the next QKV (DOWN_L2_PREFETCH) it loses 9-13 us: not used.
 #   gate/up    3B / Qwen3 (16, 256, 8) RED 4: -6.8 / -2.6 us (two tiles ahead, or a full accumulator: slower)
 # QKV and the LM head (rmsnorm_gemv) measured level or slower: no lookahead there.
-def residual_lookahead(k: int, cfg: dict) -> bool:
-    """AHEAD for gemv_residual with launch config cfg over K = k: down_proj (k >= 4096) loads ahead where its
-    [BLOCK_N, BLOCK_K] accumulator is small enough (<= 4096 elements)."""
-    return not interpreting() and k >= 4096 and cfg["BLOCK_N"] * cfg["BLOCK_K"] <= 4096
+def residual_lookahead(k: int, cfg: dict, tuning) -> bool:
+    """AHEAD for gemv_residual with launch config cfg over K = k: where the tuning row says so, down_proj
+    (k >= 4096) loads ahead where its [BLOCK_N, BLOCK_K] accumulator is small enough (<= 4096 elements)."""
+    return not interpreting() and tuning.lookahead and k >= 4096 and cfg["BLOCK_N"] * cfg["BLOCK_K"] <= 4096
 
 
-def gate_up_lookahead(cfg: dict) -> dict:
-    """{AHEAD, RED} for rmsnorm_gate_up_silu with launch config cfg."""
-    if interpreting():
+def gate_up_lookahead(cfg: dict, tuning) -> dict:
+    """{AHEAD, RED} for rmsnorm_gate_up_silu with launch config cfg (the tuning row's lookahead and RED)."""
+    if interpreting() or not tuning.lookahead:
         return {"AHEAD": False, "RED": 1}
-    return {"AHEAD": True, "RED": 4}
+    return {"AHEAD": True, "RED": tuning.gate_up_red}

@@ -15,15 +15,16 @@ Not a test (see tests/kernels) and not the end-to-end tokens/s benchmark (see in
 
 import argparse
 import math
+from dataclasses import replace
 
 import torch
 import triton
 
-from kernels._util import TUNED
 from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits, rope_tables
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.gemv_residual import gemv_residual
 from kernels.rmsnorm_gemv import rmsnorm_gemv
+from kernels.tuning import for_device
 
 H, HQ, HKV, D, I, V = 1536, 12, 2, 128, 8960, 151936  # Qwen2.5-Coder-1.5B
 L2_BYTES = 60 * 2**20
@@ -149,12 +150,14 @@ SHAPES = {
 
 class Step:
     """Random weights of one model shape and its decode step (all layers + LM head, no sampler), as a
-    callable to capture in a CUDA graph; `time_us` times that graph with given TUNED overrides."""
+    callable to capture in a CUDA graph; `time_us` times that graph with given GEMV launch-config overrides
+    (the tuning row's gemv_overrides, replaced)."""
 
     def __init__(self, shape: str, ctx: int, num_layers: int | None = None, pdl: bool = True):
         h, hq, hkv, d, i, v, n_layers = SHAPES[shape]
         n_layers = num_layers or n_layers
         self.pdl = pdl
+        self.tuning = for_device("cuda")
         self.keys = {"qkv": ((hq + 2 * hkv) * d, h), "o_proj": (h, hq * d), "gate_up": (i, h), "down": (h, i),
                      "lm_head": (v, h)}
         qn = (hq + 2 * hkv) * d
@@ -182,21 +185,21 @@ class Step:
         x = self.x
         x.copy_(self.x0)
         for i, lw in enumerate(self.layers):
-            rmsnorm_gemv(x, lw["qkv"], self.qkv, norm_w=lw["an"], bias=lw["b"], pdl=self.pdl)
+            t = self.tuning
+            rmsnorm_gemv(x, lw["qkv"], self.qkv, norm_w=lw["an"], bias=lw["b"], pdl=self.pdl, tuning=t)
             decode_attention(self.qkv, self.pos, self.k[i], self.v[i], self.cos, self.sin, self.attn, self.ws,
                              self.scale, pdl=self.pdl)
-            gemv_residual(self.attn, lw["o"], x, pdl=self.pdl)
-            rmsnorm_gate_up_silu(x, lw["mn"], 1e-6, lw["gu"], self.h, pdl=self.pdl)
-            gemv_residual(self.h, lw["dn"], x, pdl=self.pdl)
-        rmsnorm_gemv(x, self.lm, self.logits, norm_w=self.nw, pdl=self.pdl)
+            gemv_residual(self.attn, lw["o"], x, pdl=self.pdl, tuning=t)
+            rmsnorm_gate_up_silu(x, lw["mn"], 1e-6, lw["gu"], self.h, pdl=self.pdl, tuning=t)
+            gemv_residual(self.h, lw["dn"], x, pdl=self.pdl, tuning=t)
+        rmsnorm_gemv(x, self.lm, self.logits, norm_w=self.nw, pdl=self.pdl, tuning=self.tuning)
 
     def time_us(self, tuned: dict | None = None) -> float:
-        """Best of two do_bench medians of the step's graph, with exactly these TUNED overrides
-        (None: the shipped table)."""
-        shipped = dict(TUNED)
+        """Best of two do_bench medians of the step's graph, with exactly these launch-config overrides,
+        {(N, K): [(BLOCK_N, BLOCK_K, warps, stages)]} (None: the device's tuning row as shipped)."""
+        shipped = self.tuning
         if tuned is not None:
-            TUNED.clear()
-            TUNED.update(tuned)
+            self.tuning = replace(shipped, gemv_overrides=tuple((key, cfgs[0]) for key, cfgs in tuned.items()))
         try:
             self()
             torch.cuda.synchronize()
@@ -205,8 +208,7 @@ class Step:
                 self()
             return min(bench(g.replay, rep_ms=300) for _ in range(2))
         finally:
-            TUNED.clear()
-            TUNED.update(shipped)
+            self.tuning = shipped
 
 
 def decode_step_rows(num_layers: int, ctx: int = 512):

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from kernels._util import WEIGHT_DTYPES, check_vec, gate_up_config, gate_up_lookahead, pdl_launch_kwargs
+from kernels.tuning import Tuning, for_device
 
 
 @triton.jit
@@ -97,11 +98,11 @@ def _gate_up_silu_kernel(
 
 def rmsnorm_gate_up_silu(
     x: torch.Tensor, norm_w: torch.Tensor, eps: float, w_gate_up: torch.Tensor, out: torch.Tensor,
-    *, pdl: bool = False, ahead: bool | None = None, red: int | None = None,
+    *, pdl: bool = False, ahead: bool | None = None, red: int | None = None, tuning: Tuning | None = None,
 ) -> torch.Tensor:
     """out[I] = silu(W[0:I] @ n) * (W[I:2I] @ n) with n = rmsnorm(x) * norm_w; returns out. ahead, red:
     each program loads the next tiles before multiplying the current ones, summing red neighbouring columns
-    in-thread (None: _util.gate_up_lookahead's rule)."""
+    in-thread (None: _util.gate_up_lookahead's rule). tuning: the kernels.tuning row (None: the device's)."""
     w = w_gate_up
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [2I, K]"
     two_i, k = w.shape
@@ -111,8 +112,9 @@ def rmsnorm_gate_up_silu(
     check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
     check_vec(out, i, "out")
     assert x.device == w.device == out.device
-    cfg = gate_up_config(i, k)
-    look = gate_up_lookahead(cfg)
+    tuning = for_device(w.device) if tuning is None else tuning
+    cfg = gate_up_config(i, k, tuning)
+    look = gate_up_lookahead(cfg, tuning)
     look.update({k: v for k, v in (("AHEAD", ahead), ("RED", red)) if v is not None})
     _gate_up_silu_kernel[(triton.cdiv(i, cfg["BLOCK_N"]),)](
         x, norm_w, w, out, i, k, eps, USE_PDL=pdl, **look, **cfg, **pdl_launch_kwargs(pdl, w.device))

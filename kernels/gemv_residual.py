@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, interpreting, pdl_launch_kwargs, residual_lookahead
+from kernels.tuning import Tuning, for_device
 
 
 # Contract:
@@ -76,20 +77,22 @@ def _gemv_residual_kernel(
 
 def gemv_residual(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl: bool = False,
                   early: bool = False, ahead: bool | None = None,
-                  l2_prefetch: torch.Tensor | None = None) -> torch.Tensor:
+                  l2_prefetch: torch.Tensor | None = None, tuning: Tuning | None = None) -> torch.Tensor:
     """x[N] += W[N, K] @ a[K], in place; returns x. early (with pdl): release the next kernel right
     after the PDL wait instead of after the main loop (for a next kernel that streams its weights
     before its own wait, kernels.stream_gemv). ahead: each program loads the next tile before
     multiplying the current one (None: _util.residual_lookahead's rule). l2_prefetch: a flat weight (16-byte
-    multiple; GPU only) whose bytes the programs prefetch into L2 after their main loop, 32 KB each, in pid order."""
+    multiple; GPU only) whose bytes the programs prefetch into L2 after their main loop, 32 KB each, in pid order.
+    tuning: the kernels.tuning row for launch configs (None: the device's)."""
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
     n, k = w.shape
     check_vec(a, k, "a")
     check_vec(x, n, "x")
     assert a.device == w.device == x.device
     assert a.data_ptr() != x.data_ptr(), "a and x must be different buffers"
-    cfg = gemv_config(n, k)
-    ahead = residual_lookahead(k, cfg) if ahead is None else ahead
+    tuning = for_device(w.device) if tuning is None else tuning
+    cfg = gemv_config(n, k, tuning)
+    ahead = residual_lookahead(k, cfg, tuning) if ahead is None else ahead
     pf = x.view(torch.uint8) if l2_prefetch is None else l2_prefetch.view(-1).view(torch.uint8)
     assert l2_prefetch is None or (pf.numel() % 16 == 0 and pf.data_ptr() % 16 == 0 and not interpreting())
     _gemv_residual_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](

@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwargs
+from kernels.tuning import Tuning, for_device
 from kernels.feed_token import check_feed_args, feed, feed_args
 from kernels.rmsnorm_gemv import _rmsnorm_rows_dot
 
@@ -85,10 +86,11 @@ def argmax_scratch(device) -> torch.Tensor:
 def lm_head_argmax(
     x: torch.Tensor, w: torch.Tensor, logits: torch.Tensor, token: torch.Tensor, pos: torch.Tensor,
     embed: torch.Tensor, scratch: torch.Tensor, norm_w: torch.Tensor | None = None, eps: float = 1e-6,
-    ring: torch.Tensor | None = None, *, pdl: bool = False,
+    ring: torch.Tensor | None = None, *, pdl: bool = False, tuning: Tuning | None = None,
 ) -> torch.Tensor:
     """logits = W @ (rmsnorm(x) * norm_w); token = argmax; pos += 1; x = embed[token];
-    ring[pos % len(ring)] = token (the new pos) if a ring is given. Returns token."""
+    ring[pos % len(ring)] = token (the new pos) if a ring is given. Returns token. tuning: the kernels.tuning
+    row for the launch config (None: the device's)."""
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
     n, k = w.shape
     check_vec(x, k, "x")
@@ -100,7 +102,7 @@ def lm_head_argmax(
     if norm_w is not None:
         check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
     assert x.device == w.device == logits.device == scratch.device
-    cfg = gemv_config(n, k)
+    cfg = gemv_config(n, k, for_device(w.device) if tuning is None else tuning)
     grid = triton.cdiv(n, cfg["BLOCK_N"])
     _lm_head_argmax_kernel[(grid,)](
         x, w, norm_w if norm_w is not None else x, logits, scratch, token, pos, embed, n, k, eps, grid, NO_KEY,

@@ -16,6 +16,7 @@ import triton
 import triton.language as tl
 
 from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwargs
+from kernels.tuning import Tuning, for_device
 
 
 @triton.jit
@@ -95,8 +96,10 @@ def rmsnorm_gemv(
     bias: torch.Tensor | None = None,
     *,
     pdl: bool = False,
+    tuning: Tuning | None = None,
 ) -> torch.Tensor:
-    """out[N] = W[N, K] @ (x * rsqrt(mean(x^2) + eps) * norm_w) + bias; no norm when norm_w is None."""
+    """out[N] = W[N, K] @ (x * rsqrt(mean(x^2) + eps) * norm_w) + bias; no norm when norm_w is None.
+    tuning: the kernels.tuning row for the launch config (None: the device's)."""
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
     n, k = w.shape
     check_vec(x, k, "x")
@@ -106,7 +109,7 @@ def rmsnorm_gemv(
     if bias is not None:
         check_vec(bias, n, "bias", WEIGHT_DTYPES)
     assert x.device == w.device == out.device
-    cfg = gemv_config(n, k)
+    cfg = gemv_config(n, k, for_device(w.device) if tuning is None else tuning)
     _rmsnorm_gemv_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
         x, w, norm_w if norm_w is not None else x, bias if bias is not None else out, out, n, k, eps,
         HAS_NORM=norm_w is not None, HAS_BIAS=bias is not None, USE_PDL=pdl,

@@ -5,10 +5,10 @@
 Builds the decode step of a model shape from random weights (all layers: fused-norm QKV, decode
 attention, o_proj, gate/up + SiLU, down_proj, then the LM head), captures it in one CUDA graph
 with PDL and times replays. Then, for each GEMV (qkv, o_proj, gate_up, down, LM head), it varies
-that kernel's (BLOCK_N, BLOCK_K, num_warps) alone through the `TUNED` override table and keeps
-the best; finally it times the rule, the shipped configs (rule + TUNED) and all bests combined,
-alternating three times. The rules in `_util.gemv_config` / `gate_up_config` and the TUNED
-entries came from this sweep; rerun it when a kernel changes.
+that kernel's (BLOCK_N, BLOCK_K, num_warps) alone through the tuning row's `gemv_overrides` and keeps
+the best; finally it times the rule, the shipped configs (rule + overrides) and all bests combined,
+alternating three times. The rules in `_util.gemv_config` / `gate_up_config` and the overrides in
+kernels/tuning.py came from this sweep; rerun it when a kernel changes.
 
 Why in the step and not per kernel: these kernels run 2-20 us, and how a config does depends on
 its neighbours (PDL lets the next kernel's programs start while this one's tail still holds SMs).
@@ -47,14 +47,14 @@ def main():
         print(f"{name:<36}{us:9.1f} us {1e6 / us:7.0f} tok/s {100 * step.bytes / us / 1e3 / bw:5.0f}%", flush=True)
         return us
 
-    show("rule (no TUNED entries)", step.time_us({}))
+    show("rule (no overrides)", step.time_us({}))
     best = {}
     for kernel, cands in CANDIDATES.items():
         key = step.keys[kernel]
         timed = sorted((show(f"{kernel} {c}", step.time_us({key: [(*c, 1)]})), c) for c in cands)
         best[key] = [(*timed[0][1], 1)]
         print(f"  best {kernel}: {timed[0][1]}", flush=True)
-    runs = {"rule (median of 3)": {}, "shipped: rule + TUNED (median of 3)": None,
+    runs = {"rule (median of 3)": {}, "shipped: rule + overrides (median of 3)": None,
             "bests combined (median of 3)": best}
     times = {name: [] for name in runs}
     for _ in range(3):

@@ -1,8 +1,9 @@
 """WebSocket consumer for /ws/generate/: parse a frame, call a service, reply.
 
-Client -> server: {"type": "run", ...} and {"type": "stop"}. Server -> client: "accepted",
-"started", "frame", "done", "error" (full protocol in the README). Malformed or unknown
-frames get an "error" frame and the socket stays open. One run at a time per socket.
+The messages both ways are named and built in protocol.py (full description in the README).
+Malformed or unknown frames get an "error" frame and the socket stays open; so does any
+failure while handling a frame (logged once, answered with a short error). One run at a time
+per socket.
 
 The consumer never talks to the engine: it records the Run, puts a job on the
 "inference" queue with its own channel name as the reply address, and forwards the
@@ -12,15 +13,16 @@ it yet, the queued Run is marked cancelled and the worker skips it.
 """
 from __future__ import annotations
 
-import json
+import logging
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from inference.errors import EngineError
-
+from . import protocol as p
 from . import records
-from .services import job_message, parse_run_request
+from .services import parse_run_request
+
+log = logging.getLogger(__name__)
 
 
 class GenerateConsumer(AsyncWebsocketConsumer):
@@ -32,50 +34,65 @@ class GenerateConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code):
         if self.run_id is not None:
-            await self._stop(notify=False)
+            try:
+                await self._stop(notify=False)
+            except Exception:
+                log.exception("consumer: cancelling run %s on disconnect failed", self.run_id)
 
     # -- browser -> server ---------------------------------------------------------------
     async def receive(self, text_data=None, bytes_data=None):
         try:
-            frame = json.loads(text_data) if text_data is not None else None
-        except ValueError:
-            frame = None
+            await self._receive(text_data)
+        except p.ProtocolError as e:
+            await self.send_json(e.frame())
+        except Exception:  # a bug or a layer/database fault: answer, keep the socket open
+            log.exception("consumer: a frame failed")
+            await self.send_json(p.error("the server could not handle that frame; try again"))
+
+    async def _receive(self, text_data):
+        if text_data is None:
+            raise p.ProtocolError("frames must be JSON text, not binary")
+        frame = p.loads(text_data)
         if not isinstance(frame, dict):
-            return await self.send_json({"type": "error", "message": "frames must be JSON objects"})
+            raise p.ProtocolError("frames must be JSON objects")
         kind = frame.get("type")
-        if kind == "run":
+        if kind == p.RUN:
             return await self._run(frame)
-        if kind == "stop":
+        if kind == p.STOP:
             if self.run_id is None:
-                return await self.send_json({"type": "error", "message": "nothing is running"})
+                raise p.ProtocolError("nothing is running")
             return await self._stop()
-        if kind == "ping":
-            return await self.send_json({"type": "pong"})
-        await self.send_json({"type": "error", "message": f"unknown frame type {kind!r} (use 'run' or 'stop')"})
+        if kind == p.PING:
+            return await self.send_json(p.pong())
+        shown = kind if isinstance(kind, str) and len(kind) <= 40 else "..."
+        raise p.ProtocolError(f"unknown frame type {shown!r} (use '{p.RUN}', '{p.STOP}' or '{p.PING}')", "type")
 
     async def _run(self, frame: dict):
         if self.run_id is not None:
-            return await self.send_json({"type": "error", "message": "a run is already in progress; stop it first"})
-        try:
-            request = parse_run_request(frame)
-        except EngineError as e:
-            return await self.send_json({"type": "error", "message": str(e)})
+            raise p.ProtocolError("a run is already in progress; stop it first")
+        request = parse_run_request(frame)
         session = self.scope.get("session")
         run_id = await records.create_run(request, getattr(session, "session_key", None) or "")
+        try:
+            await self.channel_layer.send(settings.PLAYGROUND_QUEUE_CHANNEL,
+                                          p.job_run(run_id, request, self.channel_name))
+        except Exception as e:  # the row must not stay "queued" for a job that never got queued
+            log.warning("consumer: queueing run %s failed: %r", run_id, e)
+            message = "the queue is unavailable right now; try again in a moment"
+            await records.fail_run(run_id, message)
+            return await self.send_json(p.error(message, run_id=run_id, code="queue_unavailable"))
         self.run_id, self.worker_channel, self.stop_requested = run_id, None, False
-        await self.channel_layer.send(settings.PLAYGROUND_QUEUE_CHANNEL,
-                                      job_message(run_id, request, self.channel_name))
-        await self.send_json({"type": "accepted", "run_id": run_id, "queued_ahead": await records.queued_ahead(run_id)})
+        await self.send_json(p.accepted(run_id, await records.queued_ahead(run_id)))
 
     async def _stop(self, notify: bool = True):
         self.stop_requested = True
         if self.worker_channel:
-            await self.channel_layer.send(self.worker_channel, {"type": "job.cancel", "run_id": self.run_id})
+            await self.channel_layer.send(self.worker_channel, p.job_cancel(self.run_id))
         elif await records.cancel_if_queued(self.run_id):
             run_id, self.run_id = self.run_id, None
             if notify:
-                await self.send_json({"type": "done", "run_id": run_id, "finish_reason": "cancelled",
-                                      "stats": {"finish_reason": "cancelled", "generated_tokens": 0}})
+                await self.send_json(p.done(run_id, "cancelled", {"finish_reason": "cancelled",
+                                                                  "generated_tokens": 0}))
 
     # -- worker -> server (channel layer) ------------------------------------------------
     async def gen_started(self, message):
@@ -83,24 +100,22 @@ class GenerateConsumer(AsyncWebsocketConsumer):
             return
         self.worker_channel = message["worker_channel"]
         if self.stop_requested:  # Stop arrived while the job was still queued
-            await self.channel_layer.send(self.worker_channel, {"type": "job.cancel", "run_id": self.run_id})
-        await self.send_json({"type": "started", "run_id": self.run_id, "model": message.get("model"),
-                              "worker_id": message.get("worker_id")})
+            await self.channel_layer.send(self.worker_channel, p.job_cancel(self.run_id))
+        await self.send_json(p.started(self.run_id, message.get("model"), message.get("worker_id")))
 
     async def gen_frame(self, message):
         if message["run_id"] == self.run_id:
-            await self.send_json({k: v for k, v in message.items() if k != "run_id"} | {"type": "frame"})
+            await self.send_json(p.frame_from_gen(message))
 
     async def gen_done(self, message):
         if message["run_id"] == self.run_id:
             self.run_id = self.worker_channel = None
-            await self.send_json({"type": "done", "run_id": message["run_id"], "stats": message["stats"],
-                                  "finish_reason": message["finish_reason"]})
+            await self.send_json(p.done(message["run_id"], message["finish_reason"], message["stats"]))
 
     async def gen_error(self, message):
         if message["run_id"] == self.run_id:
             self.run_id = self.worker_channel = None
-            await self.send_json({"type": "error", "run_id": message["run_id"], "message": message["message"]})
+            await self.send_json(p.error(message["message"], run_id=message["run_id"]))
 
     async def send_json(self, content):
-        await self.send(text_data=json.dumps(content))
+        await self.send(text_data=p.dumps(content))

@@ -10,7 +10,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from .models import Run, WorkerStatus
-from .services import RunRequest
+from .protocol import RunRequest, sampling_json
 
 
 @database_sync_to_async
@@ -21,7 +21,7 @@ def create_run(request: RunRequest, session_key: str) -> int:
         code=request.code,
         cursor=request.cursor,
         instruction=request.instruction,
-        params=request.params,
+        params=sampling_json(request.params),
     )
     return run.pk
 

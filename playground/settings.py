@@ -22,6 +22,8 @@ import os
 import secrets
 from pathlib import Path
 
+from playground.layer import LayerConfig
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -122,20 +124,8 @@ DATABASES = {
 }
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
-# Queued jobs wait on the "inference" channel while workers are busy: keep them far
-# longer than channels' 60 s default, and let reply channels buffer a burst of frames.
-_LAYER_CONFIG = {"expiry": 900, "capacity": 1000}
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], **_LAYER_CONFIG},
-        }
-    }
-else:
-    CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels.layers.InMemoryChannelLayer", "CONFIG": _LAYER_CONFIG}
-    }
+PLAYGROUND_LAYER = LayerConfig()
+CHANNEL_LAYERS = PLAYGROUND_LAYER.channel_layers(REDIS_URL)
 
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
 SESSION_COOKIE_AGE = 60 * 60 * 24 * 30

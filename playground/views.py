@@ -1,5 +1,6 @@
-"""HTTP views: the editor page, save -> share link, read-only share page, the session's
-run history (an htmx partial), and the staff-only dashboard.
+"""HTTP views: the editor page (also a reopened run's transcript), save -> share link,
+read-only share page, the session's run history (an htmx partial, filtered by mode or
+text), and the staff-only dashboard.
 
 Everything user- or model-written reaches templates as plain strings (autoescaped) or
 through `json_script`; nothing is marked safe. Generation itself happens over the
@@ -7,23 +8,21 @@ WebSocket (consumers.py), never here.
 """
 from __future__ import annotations
 
-import json
 from datetime import timedelta
 
 from django.conf import settings
 from django.contrib.admin.views.decorators import staff_member_required
+from django.db.models import Q
 from django.http import HttpResponseBadRequest, JsonResponse
 from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
-from inference.errors import EngineError
-
 from .models import Playground, Run, WorkerStatus
-from .services import MODES, parse_params
+from .protocol import MODES, ProtocolError, loads, page_params, sampling_json, text
+from .services import parse_params
 from .sparkline import sparkline_points
 
-DEFAULT_PARAMS = {"max_tokens": 256, "temperature": 0.0, "top_p": 1.0, "top_k": 0, "seed": None, "stop": []}
 DEFAULT_CODE = 'def fibonacci(n: int) -> int:\n    """Return the n-th Fibonacci number."""\n'
 HISTORY_LENGTH = 20
 
@@ -46,22 +45,36 @@ def _snapshot(obj) -> dict:
         "code": obj.code,
         "cursor": obj.cursor,
         "instruction": obj.instruction,
-        "params": {**DEFAULT_PARAMS, **(obj.params or {})},
+        "params": page_params(obj.params if isinstance(obj.params, dict) else None),
+    }
+
+
+def _transcript(run: Run) -> dict:
+    """What the page needs to show a finished run as it ended (the editor's ?run=N)."""
+    return {
+        "run_id": run.pk,
+        "mode": run.mode,
+        "status": run.status,
+        "output": run.output,
+        "finish_reason": run.finish_reason,
+        "error": run.error,
+        "stats": run.stats or {},
     }
 
 
 @require_GET
 def editor(request):
     session_key = _session_key(request)
+    # origin "new" lets the page restore the browser's unsaved draft instead of the default code.
     initial = {"mode": "complete", "code": DEFAULT_CODE, "cursor": None, "instruction": "",
-               "params": DEFAULT_PARAMS, "forked_from": None}
+               "params": page_params(), "forked_from": None, "origin": "new"}
     fork = request.GET.get("fork")
     if fork:
         source = get_object_or_404(Playground, slug=fork)
-        initial = {**_snapshot(source), "forked_from": source.slug}
-    elif request.GET.get("run", "").isdigit():
-        run = get_object_or_404(Run, pk=int(request.GET["run"]), session_key=session_key)
-        initial = {**_snapshot(run), "forked_from": None}
+        initial = {**_snapshot(source), "forked_from": source.slug, "origin": "fork"}
+    elif (run_pk := _pk(request.GET.get("run"))) is not None:
+        run = get_object_or_404(Run, pk=run_pk, session_key=session_key)
+        initial = {**_snapshot(run), "forked_from": None, "origin": "run", "transcript": _transcript(run)}
     workers = _live_workers()
     return render(request, "playground/editor.html", {
         "initial": initial,
@@ -71,33 +84,38 @@ def editor(request):
     })
 
 
+def _pk(value) -> int | None:
+    """A positive decimal id from a query string, else None ("²".isdigit() is True)."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        return int(value)
+    return None
+
+
 @require_POST
 def save(request):
     """JSON body from the editor -> a new Playground; answers {"slug", "url"}."""
     try:
-        body = json.loads(request.body or b"{}")
-    except ValueError:
-        return HttpResponseBadRequest("body must be JSON")
-    if not isinstance(body, dict) or body.get("mode") not in MODES:
-        return HttpResponseBadRequest(f"mode must be one of {', '.join(MODES)}")
-    code, instruction = body.get("code", ""), body.get("instruction", "")
-    if not isinstance(code, str) or not isinstance(instruction, str):
-        return HttpResponseBadRequest("code and instruction must be strings")
-    if len(code) + len(instruction) > settings.PLAYGROUND_MAX_INPUT_CHARS:
-        return HttpResponseBadRequest("too long to save")
-    try:
-        params = parse_params(body.get("params"))
-    except EngineError as e:
-        return HttpResponseBadRequest(str(e))
+        body = loads(request.body or b"{}")
+        if not isinstance(body, dict) or body.get("mode") not in MODES:
+            raise ProtocolError(f"mode must be one of {', '.join(MODES)}", "mode")
+        limit = settings.PLAYGROUND_MAX_INPUT_CHARS
+        code, instruction = text(body.get("code", ""), "code", limit), text(body.get("instruction", ""),
+                                                                            "instruction", limit)
+        if len(code) + len(instruction) > limit:
+            raise ProtocolError("too long to save", "code")
+        params = sampling_json(parse_params(body.get("params")))
+    except ProtocolError as e:
+        return HttpResponseBadRequest(e.message, content_type="text/plain; charset=utf-8")
     cursor = body.get("cursor")
     cursor = cursor if isinstance(cursor, int) and 0 <= cursor <= len(code) else None
     session_key = _session_key(request)
     run = None
-    if isinstance(body.get("run_id"), int):  # output and stats come from our own record, not the client
-        run = Run.objects.filter(pk=body["run_id"], session_key=session_key).first()
-    forked_from = None
-    if isinstance(body.get("forked_from"), str):
-        forked_from = Playground.objects.filter(slug=body["forked_from"]).first()
+    run_id = body.get("run_id")
+    if isinstance(run_id, int) and 0 < run_id < 2**63:  # output and stats come from our own record
+        run = Run.objects.filter(pk=run_id, session_key=session_key).first()
+    forked_from, slug = None, body.get("forked_from")
+    if isinstance(slug, str) and len(slug) <= 32 and slug.isascii():
+        forked_from = Playground.objects.filter(slug=slug).first()
     playground = Playground.objects.create(
         mode=body["mode"], code=code, cursor=cursor, instruction=instruction, params=params,
         output=run.output if run else "", stats=run.stats if run else {}, model=run.model if run else "",
@@ -109,9 +127,10 @@ def save(request):
 @require_GET
 def share(request, slug):
     playground = get_object_or_404(Playground, slug=slug)
+    snapshot = {**_snapshot(playground), "transcript": {"output": playground.output, "stats": playground.stats or {}}}
     return render(request, "playground/share.html", {
         "playground": playground,
-        "snapshot": _snapshot(playground),
+        "snapshot": snapshot,
         "stats": playground.stats or {},
         "spark_points": sparkline_points((playground.stats or {}).get("tok_s_series") or [], width=160, height=40),
     })
@@ -119,8 +138,15 @@ def share(request, slug):
 
 @require_GET
 def history(request):
-    runs = Run.objects.filter(session_key=_session_key(request))[:HISTORY_LENGTH]
-    return render(request, "playground/_history.html", {"runs": runs})
+    """The session's latest runs, optionally of one mode (?mode=) and containing a text (?q=)."""
+    runs = Run.objects.filter(session_key=_session_key(request))
+    mode = request.GET.get("mode", "")
+    if mode in MODES:
+        runs = runs.filter(mode=mode)
+    query = request.GET.get("q", "").strip()[:200]
+    if query:
+        runs = runs.filter(Q(code__icontains=query) | Q(instruction__icontains=query) | Q(output__icontains=query))
+    return render(request, "playground/_history.html", {"runs": runs[:HISTORY_LENGTH], "filtered": bool(mode in MODES or query)})
 
 
 def _dashboard_context() -> dict:

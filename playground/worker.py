@@ -19,7 +19,8 @@ call, the warm-up included, happens on the same thread) and hands token
 events to a FrameStream; the loop sends the first token at once, then one frame per
 ~20 ms with the text gathered meanwhile. Cancellation sets a threading.Event that the
 engine checks between steps, so a Stop lands within one frame.
-Not here: validation of user input (services.py), the ORM (records.py).
+Messages are built by protocol.py. Not here: validation of user input (protocol.py), the ORM
+(records.py).
 """
 from __future__ import annotations
 
@@ -40,8 +41,8 @@ from inference.errors import EngineError
 from inference.prompts import Prompt
 from inference.sampling import SamplingParams
 
+from . import protocol as p
 from . import records
-from .services import build_prompt, request_from_job, sampling_params
 
 log = logging.getLogger(__name__)
 
@@ -194,7 +195,7 @@ class Worker:
     async def _job_loop(self) -> None:
         while True:
             job = await self.layer.receive(self.queue)
-            if job.get("type") != "job.run":
+            if job.get("type") != p.JOB_RUN:
                 log.warning("worker %s: ignoring %r on the job queue", self.worker_id, job.get("type"))
                 continue
             try:
@@ -205,7 +206,7 @@ class Worker:
     async def _control_loop(self) -> None:
         while True:
             msg = await self.layer.receive(self.channel)
-            if msg.get("type") == "job.cancel" and self.current and self.current[0] == msg.get("run_id"):
+            if msg.get("type") == p.JOB_CANCEL and self.current and self.current[0] == msg.get("run_id"):
                 self.current[1].set()
 
     async def _heartbeat_loop(self) -> None:
@@ -245,13 +246,12 @@ class Worker:
         self.current = (run_id, cancel)
         loop = asyncio.get_running_loop()
         stream = FrameStream(loop, time.perf_counter())
-        await self._reply(reply, {"type": "gen.started", "run_id": run_id, "worker_channel": self.channel,
-                                  "worker_id": self.worker_id, "model": self.model}, cancel)
+        await self._reply(reply, p.gen_started(run_id, self.channel, self.worker_id, self.model), cancel)
         future = loop.run_in_executor(self.executor, self._generate, job, cancel, stream)
         seq, series = 0, []
         try:
             async for frame in stream.frames(self.frame_interval):
-                await self._reply(reply, {"type": "gen.frame", "run_id": run_id, "seq": seq, **frame}, cancel)
+                await self._reply(reply, p.gen_frame(run_id, seq, **frame), cancel)
                 seq += 1
                 if frame["tok_s"] > 0:
                     series.append(frame["tok_s"])
@@ -261,14 +261,13 @@ class Worker:
         output = "".join(stream.output)
         if stream.error is not None:
             await records.fail_run(run_id, stream.error, output)
-            await self._reply(reply, {"type": "gen.error", "run_id": run_id, "message": stream.error}, cancel)
+            await self._reply(reply, p.gen_error(run_id, stream.error), cancel)
         else:
             stats = dict(stream.stats, elapsed_ms=round((time.perf_counter() - stream.t0) * 1000, 1),
                          frames=seq, model=self.model, worker_id=self.worker_id,
                          tok_s_series=downsample(series, SERIES_POINTS))
             await records.finish_run(run_id, output, stats)
-            await self._reply(reply, {"type": "gen.done", "run_id": run_id, "stats": stats,
-                                      "finish_reason": stats["finish_reason"]}, cancel)
+            await self._reply(reply, p.gen_done(run_id, stats["finish_reason"], stats), cancel)
         self.jobs_done += 1
         await self.heartbeat(job_finished=True)
 
@@ -284,15 +283,15 @@ class Worker:
     def _generate(self, job: dict, cancel: threading.Event, stream: FrameStream) -> None:
         """Engine thread: run one generation into `stream`; always ends with stream.close()."""
         try:
-            request = request_from_job(job)
-            events = self.engine.generate(build_prompt(request), sampling_params(request.params), cancel=cancel)
+            request = p.RunRequest.from_json(job["request"])
+            events = self.engine.generate(request.prompt(), request.params, cancel=cancel)
             for ev in events:
                 if isinstance(ev, FinishEvent):
                     stream.close(stats=ev.stats.to_dict())
                     return
                 stream.push(ev.token_ids, ev.text, ev.t)
             stream.close(error="the engine ended without a finish event")
-        except EngineError as e:
+        except (EngineError, p.ProtocolError) as e:
             stream.close(error=str(e))
         except Exception as e:  # a bug, not the user's fault: log it, tell them briefly
             log.exception("engine failure on run %s", job.get("run_id"))

@@ -1,8 +1,12 @@
 // Page wiring, bundled by esbuild into static/playground/app.js (see build.mjs).
-// Editor page: modes, sampling params, Run/Stop/Share, streaming over /ws/generate/.
-// Share page: a read-only CodeMirror view of the saved code. Dashboard: htmx only.
+// Editor page: modes, sampling params, Run/Stop/Share, streaming over /ws/generate/,
+// reopened runs as transcripts, the draft kept across reloads, the keymap help.
+// Share page: a read-only CodeMirror view of the saved code and the rendered answer.
+// Dashboard: htmx only.
 
-import { createEditor } from "./editor.js";
+import { createEditor, replaceDoc } from "./editor.js";
+import { copyText } from "./markdown.js";
+import { draftSaver, loadDraft } from "./drafts.js";
 import { Renderer, Socket } from "./stream.js";
 
 const $ = (id) => document.getElementById(id);
@@ -12,6 +16,7 @@ const MODE_HINTS = {
   infill: "Writes the code that belongs at the cursor, between the text before and after it.",
   instruct: "Describe what you want; the model answers in chat mode (optionally about the code in the editor).",
 };
+const FINISHED = new Set(["done", "cancelled", "error"]);
 
 function readInitial() {
   const node = $("initial-data");
@@ -26,10 +31,40 @@ function escapeStop(s) {
   return s.replace(/\\/g, "\\\\").replace(/\n/g, "\\n").replace(/\t/g, "\\t");
 }
 
+function isTyping(target) {
+  return target instanceof HTMLElement && (target.isContentEditable || ["INPUT", "TEXTAREA", "SELECT"].includes(target.tagName));
+}
+
+function counterEls() {
+  return {
+    output: $("output"),
+    answer: $("answer"),
+    tokS: $("c-tok_s"),
+    ttft: $("c-ttft"),
+    tokens: $("c-tokens"),
+    elapsed: $("c-elapsed"),
+    sparkline: $("sparkline").querySelector("polyline"),
+    substats: $("substats"),
+  };
+}
+
+function substatsLine(stats, extra = []) {
+  const parts = [];
+  if (stats.finish_reason) parts.push(`finish: ${stats.finish_reason}`);
+  if (stats.prompt_tokens !== undefined && stats.prompt_tokens !== null) parts.push(`prompt ${stats.prompt_tokens} tok`);
+  if (stats.decode_ms !== undefined && stats.decode_ms !== null) parts.push(`decode ${Math.round(stats.decode_ms)} ms`);
+  parts.push(...extra);
+  if (stats.frames !== undefined) parts.push(`${stats.frames} frames`);
+  if (stats.model) parts.push(stats.model);
+  return parts.join(" · ");
+}
+
 function setupEditorPage() {
   const initial = readInitial();
-  const params = initial.params || {};
-  let mode = initial.mode || "complete";
+  const draft = initial.origin === "new" ? loadDraft() : null;
+  const start = draft ? { ...initial, ...draft, params: initial.params } : initial;
+  const params = start.params || {};
+  let mode = start.mode || "complete";
   let running = false;
   let awaitingAccept = false;
   let runId = null;
@@ -38,17 +73,16 @@ function setupEditorPage() {
   let sentAt = 0;
   let firstFrameAt = 0;
 
-  const editor = createEditor($("editor"), { doc: initial.code || "", cursor: initial.cursor, onRun: () => run() });
-  $("instruction").value = initial.instruction || "";
+  const saveDraft = draftSaver();
+  const remember = () => saveDraft({ code: editor.state.doc.toString(), mode, instruction: $("instruction").value });
+  const editor = createEditor($("editor"), {
+    doc: start.code || "", cursor: draft ? null : start.cursor, onRun: () => run(), onChange: () => remember(),
+  });
+  $("instruction").value = start.instruction || "";
+  $("instruction").addEventListener("input", remember);
 
-  const renderer = new Renderer({
-    output: $("output"),
-    tokS: $("c-tok_s"),
-    ttft: $("c-ttft"),
-    tokens: $("c-tokens"),
-    elapsed: $("c-elapsed"),
-    sparkline: $("sparkline").querySelector("polyline"),
-    substats: $("substats"),
+  const renderer = new Renderer(counterEls(), {
+    onApply: (code) => { replaceDoc(editor, code); setStatus("applied to the editor (Ctrl/Cmd-Z undoes it)", "done"); },
   });
 
   // -- params ------------------------------------------------------------------------------
@@ -78,22 +112,46 @@ function setupEditorPage() {
     $("mode-hint").textContent = MODE_HINTS[mode];
   }
   for (const input of document.querySelectorAll('input[name="mode"]')) {
-    input.addEventListener("change", () => setMode(input.value));
+    input.addEventListener("change", () => { setMode(input.value); remember(); });
   }
   setMode(mode);
 
-  // -- status & buttons ---------------------------------------------------------------------
+  // -- status, errors & buttons ---------------------------------------------------------------
   function setStatus(text, kind) {
     const el = $("status");
     el.textContent = text;
     el.className = `status ${kind}`;
+  }
+  function showError(message) {
+    $("error-box").textContent = message;
+    $("error-box").hidden = !message;
   }
   function setRunning(value) {
     running = value;
     $("run").disabled = value;
     $("stop").disabled = !value;
     $("insert").disabled = value || !renderer.fullText();
+    $("copy-output").disabled = value || !renderer.fullText();
     document.body.classList.toggle("is-running", value);
+  }
+  // The consumer's "accepted" and "queued" messages: the live position while a run waits.
+  function showQueue(ahead, waited) {
+    const wait = typeof waited === "number" && waited >= 1 ? ` · ${Math.round(waited)} s` : "";
+    setStatus(`${ahead ? `queued · ${ahead} ahead` : "queued · next"}${wait}`, "queued");
+  }
+
+  // -- a run reopened from history: the transcript as it ended ---------------------------------
+  const transcript = initial.transcript;
+  if (transcript) {
+    renderer.showTranscript(transcript.output, transcript.stats, { markdown: transcript.mode === "instruct" });
+    lastRunId = transcript.run_id;
+    const reason = transcript.status === "error" ? "error" : (transcript.finish_reason || transcript.status);
+    setStatus(reason, transcript.status === "error" ? "error" : FINISHED.has(transcript.status) ? "done" : "queued");
+    showError(transcript.error || "");
+    $("substats").textContent = substatsLine(transcript.stats || {});
+    setRunning(false);
+  } else if (draft) {
+    setStatus("restored your unsaved code", "idle");
   }
 
   // -- socket --------------------------------------------------------------------------------
@@ -112,7 +170,10 @@ function setupEditorPage() {
       case "accepted":
         awaitingAccept = false;
         runId = msg.run_id;
-        setStatus(msg.queued_ahead ? `queued (${msg.queued_ahead} ahead)` : "queued", "queued");
+        showQueue(msg.queued_ahead);
+        break;
+      case "queued":
+        if (msg.run_id === runId && typeof msg.queued_ahead === "number") showQueue(msg.queued_ahead, msg.waited_s);
         break;
       case "started":
         setStatus("running", "running");
@@ -128,26 +189,24 @@ function setupEditorPage() {
         runId = null;
         setRunning(false);
         setStatus(msg.finish_reason || "done", msg.finish_reason === "cancelled" ? "cancelled" : "done");
-        const parts = [];
-        if (stats.prompt_tokens !== undefined) parts.push(`prompt ${stats.prompt_tokens} tok`);
-        if (stats.decode_ms !== undefined) parts.push(`decode ${Math.round(stats.decode_ms)} ms`);
-        if (firstFrameAt) parts.push(`first text in browser after ${Math.round(firstFrameAt - sentAt)} ms`);
-        if (stats.frames !== undefined) parts.push(`${stats.frames} frames`);
-        if (stats.model) parts.push(stats.model);
-        if (problems.length) parts.push(`⚠ ${problems.join("; ")}`);
-        $("substats").textContent = parts.join(" · ");
+        const extra = [];
+        if (firstFrameAt) extra.push(`first text in browser after ${Math.round(firstFrameAt - sentAt)} ms`);
+        if (problems.length) extra.push(`⚠ ${problems.join("; ")}`);
+        $("substats").textContent = substatsLine({ ...stats, finish_reason: undefined }, extra);
         document.body.dispatchEvent(new CustomEvent("run-finished", { bubbles: true }));
         break;
       }
       case "error":
         if (msg.run_id !== undefined || awaitingAccept) {
           awaitingAccept = false;
+          if (msg.run_id !== undefined) lastRunId = msg.run_id;
           runId = null;
           renderer.finish({});
           setRunning(false);
           if (msg.run_id !== undefined) document.body.dispatchEvent(new CustomEvent("run-finished", { bubbles: true }));
         }
-        setStatus(msg.message, "error");
+        setStatus("error", "error");
+        showError(msg.message);
         break;
       default:
         break;
@@ -169,13 +228,18 @@ function setupEditorPage() {
       frame.instruction = $("include-code").checked && code.trim() && instruction.trim()
         ? `${instruction}\n\n\`\`\`python\n${code}\n\`\`\`` : instruction;
     }
-    renderer.reset();
+    prepareRun(mode);
+    socket.send(frame);
+  }
+
+  function prepareRun(runMode) {
+    renderer.reset({ markdown: runMode === "instruct" });
+    showError("");
     firstFrameAt = 0;
     sentAt = performance.now();
     awaitingAccept = true;
     setRunning(true);
     setStatus("sending", "queued");
-    socket.send(frame);
   }
 
   function stop() {
@@ -193,6 +257,11 @@ function setupEditorPage() {
     editor.focus();
   }
 
+  async function copyOutput() {
+    const ok = await copyText(renderer.fullText());
+    setStatus(ok ? "output copied" : "copy failed", ok ? "done" : "error");
+  }
+
   async function save() {
     const code = editor.state.doc.toString();
     const body = {
@@ -208,7 +277,8 @@ function setupEditorPage() {
       credentials: "same-origin",
     });
     if (!response.ok) {
-      setStatus(`save failed: ${await response.text()}`, "error");
+      setStatus("save failed", "error");
+      showError(`save failed: ${await response.text()}`);
       return;
     }
     const { url } = await response.json();
@@ -216,21 +286,35 @@ function setupEditorPage() {
     $("share-url").value = url;
     $("share-open").href = url;
     $("share-url").select();
-    try { await navigator.clipboard.writeText(url); setStatus("link copied", "done"); } catch { setStatus("saved", "done"); }
+    setStatus((await copyText(url)) ? "link copied" : "saved", "done");
+  }
+
+  function toggleKeymap(show) {
+    const box = $("keymap");
+    box.hidden = show === undefined ? !box.hidden : !show;
+    $("keys").setAttribute("aria-expanded", String(!box.hidden));
   }
 
   $("run").addEventListener("click", run);
   $("stop").addEventListener("click", stop);
   $("save").addEventListener("click", save);
   $("insert").addEventListener("click", insertOutput);
+  $("copy-output").addEventListener("click", copyOutput);
+  $("keys").addEventListener("click", () => toggleKeymap());
+  $("spark-replay").addEventListener("click", () => renderer.replay());
   document.addEventListener("keydown", (e) => {
-    if ((e.ctrlKey || e.metaKey) && e.key === "Enter" && !e.defaultPrevented) { e.preventDefault(); run(); }
-    if (e.key === "Escape" && running) stop();
+    const mod = e.ctrlKey || e.metaKey;
+    if (mod && e.key === "Enter" && !e.defaultPrevented) { e.preventDefault(); run(); }
+    else if (mod && !e.shiftKey && !e.altKey && e.key.toLowerCase() === "s") { e.preventDefault(); save(); }
+    else if (e.key === "Escape") {
+      if (running) stop();
+      else if (!$("keymap").hidden) toggleKeymap(false);
+    } else if (e.key === "?" && !isTyping(e.target)) toggleKeymap();
   });
-  if (navigator.platform && !/Mac|iP/.test(navigator.platform)) {
-    for (const kbd of document.querySelectorAll("kbd")) kbd.textContent = "Ctrl↵";
-  }
-  window.playground = { editor, renderer, socket, run, stop }; // handy from devtools and tests
+  const mac = /Mac|iP/.test(navigator.platform || "");
+  for (const kbd of document.querySelectorAll("kbd[data-mod]")) kbd.textContent = kbd.dataset.mod.replace("Mod", mac ? "⌘" : "Ctrl");
+  // Handy from devtools; the browser tests feed onMessage the server's messages.
+  window.playground = { editor, renderer, socket, run, stop, save, onMessage, prepareRun };
 }
 
 function setupSharePage() {
@@ -238,6 +322,12 @@ function setupSharePage() {
   const host = $("editor");
   host.replaceChildren();
   createEditor(host, { doc: initial.code || "", readOnly: true });
+  const renderer = new Renderer(counterEls());
+  const transcript = initial.transcript || {};
+  renderer.showTranscript(transcript.output || "", transcript.stats || {}, { markdown: initial.mode === "instruct" });
+  $("substats").textContent = substatsLine(transcript.stats || {});
+  $("spark-replay").addEventListener("click", () => renderer.replay());
+  window.playground = { renderer };
 }
 
 document.addEventListener("DOMContentLoaded", () => {

@@ -21,7 +21,7 @@ the first step); the residual stream stays in float32 (a few KB).
 use_gemv("overlap") runs o_proj with kernels.stream_gemv (CUDA C, weights streamed through shared
 memory from before the PDL wait) in a ring small enough to share an SM with the cluster attention,
 which releases it at its start: o_proj's weights are in shared memory when attention ends. Up to
-STREAM_MAX_HIDDEN QKV and gate/up stream too: QKV's CTAs load as soon as down_proj's programs leave
+the tuning row's stream_max_hidden QKV and gate/up stream too: QKV's CTAs load as soon as down_proj's programs leave
 room and release the attention at their start (whose CTAs then copy their K/V tiles beside them),
 gate/up's load during attention and o_proj (which then releases it at its start); beyond it, where
 gate/up is Triton, o_proj prefetches gate/up's first rows into L2 during attention. "auto" picks it
@@ -29,13 +29,14 @@ beside the CUDA attention;
 use_gemv("cuda") all four GEMVs, as two launches per layer: attention, then o_proj + gate/up + down
 + the next layer's QKV in one stream_gemv chain.
 
+Every tuned number (ring budgets, skew, L2 prefetch sizes, launch configs, the attention switch point)
+comes from the kernels.tuning row of this GPU (`tuning`; the generic fallback on a GPU not in the table).
+
 Prefill (`PrefillModel`) uses cuBLAS GEMMs and SDPA on the same static KV cache. One graph is
 captured per sampler mode (greedy, or the sampling variant a request needs), lazily.
 """
 
 from __future__ import annotations
-
-import os
 
 import torch
 from torch import Tensor
@@ -49,6 +50,7 @@ from kernels.gemv_residual import gemv_residual
 from kernels.gumbel_argmax import gumbel_argmax
 from kernels.lm_head_argmax import argmax_scratch, lm_head_argmax
 from kernels.rmsnorm_gemv import rmsnorm_gemv
+from kernels.tuning import Tuning, for_device
 
 from ..config import ModelConfig
 from ..reference import KVCache
@@ -58,38 +60,6 @@ from ..weights import ModelWeights
 from .prefill import PrefillModel
 
 RING = 256  # host ring slots for sampled tokens; the engine reads each within LAG steps
-# "auto" attention: the CUDA cluster kernel for positions below this (contexts of one cluster of
-# 64-row splits per kv head), the Triton kernel from here on (measured: kernels/PERF.md).
-CUDA_ATTENTION_CONTEXT = cluster.CLUSTER * cluster.MIN_CHUNK
-# "overlap" GEMVs, beside the CUDA attention: shared memory per CTA of the streamed o_proj (its whole
-# 16-row slice for hidden 1536 and 2048, loaded while attention runs), QKV (the 1.5B's whole slice)
-# and gate/up (three 16-row slots, beside o_proj's CTAs); QKV and gate/up stream only up to
-# STREAM_MAX_HIDDEN, and then the CUDA kernels ask for the all-shared carveout (STREAM_CARVEOUT: SMs
-# stay configured for the most shared memory, so gate/up's ring fits beside o_proj's CTAs). Measured,
-# greedy step at ctx 512 (kernels/PERF.md ninth and tenth sessions): Triton GEMVs -> overlap 1.5B 1094
-# -> 1047 us (two-slot gate/up, driver's carveout) -> ~1035, Qwen3 1155 -> 1102, 3B 1899 -> 1847;
-# streamed QKV and gate/up, or the all-shared carveout, are slower for hidden 2048. Twelfth session: QKV
-# and o_proj on CUDA cores (stream_gemv consume_cc) 1.5B 1015 -> 1003 us, Qwen3 / 3B -4 to -5 us; QKV
-# releasing the attention at its start 1.5B 1004 -> 998-1000 us (each A/B on one machine; machines differ).
-O_BUDGET, QKV_BUDGET, GATE_UP_BUDGET, STREAM_MAX_HIDDEN = 80 * 1024, 64 * 1024, 164 * 1024, 1536
-STREAM_CARVEOUT = 100
-# The streamed gate/up's split (kernels.stream_gemv skew): its last CTAs start only when o_proj's end
-# (no room beside the attention's CTAs or two paired o_proj CTAs: scripts/trace_step_ctas.py), so the
-# last GATE_UP_SKEW[0] of them take GATE_UP_SKEW[1] fewer units each (the 1.5B on an H200: 32 CTAs of 56
-# units = 7 whole ring slots, the others ~72 = 9; step 1042 -> 1017 us, kernels/PERF.md tenth session).
-GATE_UP_SKEW = (32, 16)
-# Where gate/up is Triton (hidden > STREAM_MAX_HIDDEN), the streamed o_proj prefetches this many bytes of
-# its first rows into L2 while the attention runs and HBM would idle (gate_up_head; kernels/PERF.md thirteenth
-# session, step at ctx 512: 2 / 4 / 6 / 8 / 10 MB: Qwen3 1100 -> 1091 / 1086 / 1085 / 1088 / 1093 us, 3B 1840 ->
-# 1832 / 1828 / 1826 / 1828 / 1832; more delays the critical path's small reads).
-GATE_UP_L2_PREFETCH = 6 << 20
-# The Triton down_proj's first programs prefetch this many bytes of the next layer's QKV weights (after the last
-# layer: the LM head's) into L2 once their own weights are read, 32 KB each (gemv_residual l2_prefetch). Step at
-# ctx 512, same process (kernels/PERF.md fifteenth session): 1 / 2 / 3 / 4 MB: 1.5B 1012.5 -> 1007.7 / 1007.3 /
-# 1011.4 / 1014.3 us; 2 / 3 / 4 / 6 MB: 3B 1819.2 -> 1814.8 / 1815.3 / 1818.2 / 1826.3, Qwen3 1085.1 -> 1078.9 /
-# 1079.2 / 1080.2 / 1087.0; the whole QKV: slower (3B +20, Qwen3 +37).
-DOWN_L2_PREFETCH = 2 << 20
-
 
 def gate_up_head(w_gate_up: Tensor, nbytes: int) -> tuple[Tensor, ...]:
     """The first rows of a packed [2I, K] gate/up weight that its Triton kernel's first programs read (gate
@@ -109,9 +79,13 @@ class FastRunner(Runner):
     name = "cuda-graph"
 
     def __init__(self, cfg: ModelConfig, weights: ModelWeights, max_context: int, pdl: bool | None = None,
-                 use_graph: bool = True, fused_greedy: bool = True):
+                 use_graph: bool = True, fused_greedy: bool = True, attention: str = "auto", gemv: str = "auto",
+                 tuning: Tuning | None = None):
+        """attention, gemv: the kernel choices (use_attention, use_gemv); tuning: the kernels.tuning row
+        (None: this GPU's, kernels.tuning.for_device)."""
         assert weights.device.type == "cuda", "FastRunner needs CUDA weights"
         self.cfg, self.w, self.max_context, self.device = cfg, weights, max_context, weights.device
+        self.tuning = for_device(self.device) if tuning is None else tuning
         self.pdl = torch.cuda.get_device_capability(self.device)[0] >= 9 if pdl is None else pdl
         self.use_graph = use_graph
         self.fused_greedy = fused_greedy  # greedy steps end with lm_head_argmax (else LM head + sampler)
@@ -131,17 +105,17 @@ class FastRunner(Runner):
         self.ring = torch.zeros(RING, dtype=torch.int64, pin_memory=True)
         self.host_pos = 0  # self.pos as the host knows it (the ring slot of each step's token)
         self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (sampler mode, fused tail, attention, gemv) -> step
-        self.use_gemv(os.environ.get("INFERENCE_GEMV", "auto"))
-        self.use_attention(os.environ.get("INFERENCE_ATTENTION", "auto"))
+        self.use_gemv(gemv)
+        self.use_attention(attention)
         self.seed = 0
 
     def use_attention(self, mode: str = "auto") -> str:
         """Which decode-attention kernel the steps use: "cuda" (kernels.cluster_attention: Hopper,
         NVRTC, head_dim 128, <= 8 query heads per kv head, 16-bit cache), "triton"
         (kernels.decode_attention, any GPU), or "auto": cuda while the context fits one cluster
-        per kv head (pos < CUDA_ATTENTION_CONTEXT, where it is faster), triton beyond (faster at
-        long context), each with its own captured graph. INFERENCE_ATTENTION sets the mode at
-        construction. Drops captured graphs; returns the mode."""
+        per kv head (pos < the tuning row's cuda_attention_context, where it is faster), triton beyond
+        (faster at long context), each with its own captured graph; where the row says no cuda_attention,
+        triton. Drops captured graphs; returns the mode."""
         cfg = self.cfg
         if mode not in ("auto", "cuda", "triton"):
             raise ValueError(f"attention kernel must be auto, cuda or triton, not {mode!r}")
@@ -149,7 +123,7 @@ class FastRunner(Runner):
         if mode == "cuda" and not ok:
             raise ValueError("the CUDA attention kernel needs head_dim 128, <= 8 query heads per kv head, "
                              "a 16-bit cache and a GPU of compute capability >= 9.0 with NVRTC")
-        self.attention_mode = mode if mode != "auto" or ok else "triton"
+        self.attention_mode = mode if mode != "auto" or (ok and self.tuning.cuda_attention) else "triton"
         self.workspaces: dict[str, object] = {}
         self.graphs = {}
         self._select_attention(self.host_pos)
@@ -157,24 +131,23 @@ class FastRunner(Runner):
 
     def use_gemv(self, mode: str = "auto") -> str:
         """Which kernels the layers' GEMVs (QKV, o_proj, gate/up, down) use: "triton" (one launch per
-        GEMV, any GPU); "overlap": kernels.stream_gemv for o_proj and, up to STREAM_MAX_HIDDEN, QKV and
+        GEMV, any GPU); "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and
         gate/up (weights streamed through shared memory from before the PDL wait, tensor-core dots;
         Hopper, NVRTC, bf16/fp16 weights), Triton for the rest; "cuda": stream_gemv for all four, o_proj
         + gate/up + down + the next layer's QKV in ONE launch; "auto": overlap where it is supported and
-        the step uses the CUDA attention, else triton. INFERENCE_GEMV sets the mode at construction.
-        Drops captured graphs; returns the kind used."""
+        the step uses the CUDA attention (and the tuning row streams), else triton. Drops captured graphs;
+        returns the kind used."""
         if mode not in ("auto", "cuda", "overlap", "triton"):
             raise ValueError(f"GEMV kernels must be auto, cuda, overlap or triton, not {mode!r}")
-        self.stream_qkv_gate_up = self.cfg.hidden_size <= STREAM_MAX_HIDDEN
-        late, deficit = GATE_UP_SKEW  # only where every CTA keeps most of its share
+        t = self.tuning
+        self.stream_qkv_gate_up = t.streams_qkv_gate_up(self.cfg.hidden_size)
         sms = torch.cuda.get_device_properties(self.device).multi_processor_count
-        fits = self.cfg.intermediate_size >= 4 * deficit * sms
-        self.gate_up_skew = (late, deficit) if fits else (0, 0)
+        self.gate_up_skew = t.skew_for(self.cfg.intermediate_size, sms)
         names = {"cuda": ("qkv", "o", "gate_up", "down"),
                  "triton": ()}.get(mode, ("o", "qkv", "gate_up") if self.stream_qkv_gate_up else ("o",))
         ok = all(stream.supported(getattr(layer, n)) for layer in self.w.layers for n in names)
         if mode == "auto":
-            mode = "auto" if ok else "triton"
+            mode = "auto" if ok and t.stream_gemv else "triton"
         elif not ok:
             raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with sizes that are multiples of 16 "
                              "and a GPU of compute capability >= 9.0 with NVRTC")
@@ -193,16 +166,16 @@ class FastRunner(Runner):
     def _select_attention(self, pos: int) -> None:
         """Set the kernel (and its workspace) for a step at `pos`."""
         mode = self.attention_mode
-        kind = mode if mode != "auto" else ("cuda" if pos < CUDA_ATTENTION_CONTEXT else "triton")
+        kind = mode if mode != "auto" else ("cuda" if pos < self.tuning.cuda_attention_context else "triton")
         if kind not in self.workspaces:
             cfg, dev = self.cfg, self.device
             if kind == "cuda":
                 # auto: contexts of one cluster only, so one cluster per kv head (no idle CTAs:
                 # 4.06 vs 4.23 us per launch); forced: enough clusters for any context
-                splits = cluster.CLUSTER if mode == "auto" else cluster.default_splits(cfg.num_kv_heads,
-                                                                                     cluster.CLUSTER, dev)
+                n = self.tuning.cluster
+                splits = n if mode == "auto" else cluster.default_splits(cfg.num_kv_heads, n, dev)
                 self.workspaces[kind] = cluster.ClusterWorkspace(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
-                                                                 splits, cluster.CLUSTER, dev)
+                                                                 splits, n, dev)
             else:
                 splits = default_num_splits(cfg.num_kv_heads, dev)
                 self.workspaces[kind] = AttentionWorkspace(cfg.num_heads, cfg.head_dim, splits, dev)
@@ -219,31 +192,32 @@ class FastRunner(Runner):
         if self.gemv_kind == "cuda":
             self._layers_chained()
             return
-        w, eps, pdl = self.w, self.cfg.rms_norm_eps, self.pdl
+        w, eps, pdl, t = self.w, self.cfg.rms_norm_eps, self.pdl, self.tuning
         overlap = self.gemv_kind == "overlap"
         streamed = overlap and self.stream_qkv_gate_up  # QKV and gate/up
-        c = STREAM_CARVEOUT if streamed else None
+        c = t.stream_carveout if streamed else None
         for i, layer in enumerate(w.layers):
             after = w.layers[i + 1].qkv if i + 1 < len(w.layers) else w.lm_head  # what the kernel after down reads
             if streamed:
                 stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
-                                           budget=QKV_BUDGET, early=True, carveout=c)
+                                           budget=t.qkv_budget, early=True, carveout=c)
             else:
-                rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl)
+                rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl,
+                             tuning=t)
             self._attention(i, early=overlap, carveout=c)
             if overlap:  # a Triton gate/up released early would only hold SM slots while it waits
-                head = () if streamed else gate_up_head(layer.gate_up, GATE_UP_L2_PREFETCH)
-                stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=O_BUDGET, early=streamed,
+                head = () if streamed else gate_up_head(layer.gate_up, t.gate_up_l2_prefetch)
+                stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=t.o_budget, early=streamed,
                                             carveout=c, l2_prefetch=head)
             else:
-                gemv_residual(self.attn, layer.o, self.x, pdl=pdl)
+                gemv_residual(self.attn, layer.o, self.x, pdl=pdl, tuning=t)
             if streamed:
                 stream.stream_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl,
-                                           budget=GATE_UP_BUDGET, carveout=c, skew=self.gate_up_skew)
+                                           budget=t.gate_up_budget, carveout=c, skew=self.gate_up_skew)
             else:
-                rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl)
-            head = leading_bytes(after, DOWN_L2_PREFETCH) if DOWN_L2_PREFETCH else None
-            gemv_residual(self.h, layer.down, self.x, pdl=pdl, l2_prefetch=head)
+                rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl, tuning=t)
+            head = leading_bytes(after, t.down_l2_prefetch) if t.down_l2_prefetch else None
+            gemv_residual(self.h, layer.down, self.x, pdl=pdl, l2_prefetch=head, tuning=t)
 
     def _layers_chained(self):
         """The layers as 2 launches each: attention, then o_proj + gate/up + down + the next layer's
@@ -276,7 +250,8 @@ class FastRunner(Runner):
         """Logits [V] for the token in self.token at position self.pos (no sampling)."""
         self._embed()
         self._layers()
-        rmsnorm_gemv(self.x, self.w.lm_head, self.logits, norm_w=self.w.norm, eps=self.cfg.rms_norm_eps, pdl=self.pdl)
+        rmsnorm_gemv(self.x, self.w.lm_head, self.logits, norm_w=self.w.norm, eps=self.cfg.rms_norm_eps, pdl=self.pdl,
+                     tuning=self.tuning)
         return self.logits
 
     def _fused_step(self) -> bool:
@@ -289,9 +264,9 @@ class FastRunner(Runner):
         w, eps = self.w, self.cfg.rms_norm_eps
         if self._fused_step():
             lm_head_argmax(self.x, w.lm_head, self.logits, self.token, self.pos, w.embed, self.argmax_scratch,
-                           norm_w=w.norm, eps=eps, ring=self.ring, pdl=self.pdl)
+                           norm_w=w.norm, eps=eps, ring=self.ring, pdl=self.pdl, tuning=self.tuning)
             return
-        rmsnorm_gemv(self.x, w.lm_head, self.logits, norm_w=w.norm, eps=eps, pdl=self.pdl)
+        rmsnorm_gemv(self.x, w.lm_head, self.logits, norm_w=w.norm, eps=eps, pdl=self.pdl, tuning=self.tuning)
         s = self.sampler
         greedy, use_penalty = s.mode[:2]
         if greedy:  # with a repetition penalty (or fused_greedy off)

@@ -28,7 +28,7 @@ def _engine(path, **kw):
     return Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=1024, **kw)
 
 
-def teacher_forced(checkpoint, prompt_len: int, positions: int = 256):
+def teacher_forced(checkpoint, prompt_len: int, positions: int = 256, **engine_kw):
     """(fast, oracle, oracle_f32): logits [positions, V] for the same forced token sequence.
 
     The oracle is the reference forward on the same bf16 weights upcast to float32, computing
@@ -39,7 +39,7 @@ def teacher_forced(checkpoint, prompt_len: int, positions: int = 256):
     from inference.reference import KVCache, ReferenceModel
     from inference.sampling import SamplingParams
 
-    engine = _engine(checkpoint)
+    engine = _engine(checkpoint, **engine_kw)
     cfg, runner = engine.cfg, engine.runner
     assert engine.info["runner"] == "cuda-graph"
     g = torch.Generator().manual_seed(1)
@@ -69,6 +69,19 @@ def test_decode_steps_teacher_forced_match_the_reference(checkpoint):
           f"vs all-float32 oracle {agreement(fast, ref32)}")
     assert agree >= 0.99
     assert rel <= 2e-2
+
+
+def test_the_generic_tuning_fallback_decodes_like_the_reference(checkpoint):
+    """A GPU not in kernels.tuning's table runs the fallback row (forced here): Triton kernels with the
+    rule-based configs, no clusters, no streamed GEMVs; its decode steps meet the same targets."""
+    fast, ref, _ = teacher_forced(checkpoint, prompt_len=1, tuning="generic")
+    agree, rel = agreement(fast, ref)
+    assert agree >= 0.99
+    assert rel <= 2e-2
+    engine = _engine(checkpoint, tuning="generic")
+    runner = engine.runner
+    assert engine.info["tuning"] == "generic" and runner.tuning.gemv_overrides == ()
+    assert (runner.attention_mode, runner.gemv_mode, runner.gemv_kind) == ("triton", "triton", "triton")
 
 
 def test_prefill_then_decode_teacher_forced_stays_close_to_the_reference(checkpoint):
@@ -175,10 +188,9 @@ def test_long_context_decode_matches_reference_at_position_2000(tmp_path):
 
 
 def test_auto_attention_switches_kernel_at_the_cluster_context_and_generates_the_same(tmp_path):
-    """"auto" runs the CUDA cluster kernel below CUDA_ATTENTION_CONTEXT and the Triton one from
+    """"auto" runs the CUDA cluster kernel below the tuning row's cuda_attention_context and the Triton one from
     there, one graph each: a greedy run across that position equals runs with either kernel forced."""
     from inference.engine import Engine, FinishEvent
-    from inference.fast.runner import CUDA_ATTENTION_CONTEXT
     from inference.prompts import Prompt
     from inference.sampling import SamplingParams
     from inference.synth import write_checkpoint
@@ -189,7 +201,8 @@ def test_auto_attention_switches_kernel_at_the_cluster_context_and_generates_the
     cfg, runner = engine.cfg, engine.runner
     if not cluster_attention.supported(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, torch.bfloat16, "cuda"):
         pytest.skip("the CUDA attention kernel needs sm_90 and NVRTC")
-    ids = torch.randint(0, 30000, (CUDA_ATTENTION_CONTEXT - 20,), generator=torch.Generator().manual_seed(5))
+    ids = torch.randint(0, 30000, (runner.tuning.cuda_attention_context - 20,),
+                        generator=torch.Generator().manual_seed(5))
     params = SamplingParams(max_tokens=48, ignore_eos=True)
     runs = {}
     for mode in ("auto", "triton", "cuda"):

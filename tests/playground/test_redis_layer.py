@@ -11,20 +11,24 @@ from channels.db import database_sync_to_async
 
 from inference.engine import Engine
 from playground.models import Run
-from playground.services import RunRequest, job_message
+from inference.sampling import SamplingParams
+from playground.protocol import RunRequest, job_run, sampling_json
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def redis_layer(url):
+    """A channels_redis layer configured exactly as settings.py configures it."""
     from channels_redis.core import RedisChannelLayer
 
-    return RedisChannelLayer(hosts=[url], expiry=900, capacity=1000)
+    from playground.layer import LayerConfig
+
+    return RedisChannelLayer(**LayerConfig().channel_layers(url)["default"]["CONFIG"])
 
 
 @database_sync_to_async
 def new_run(request: RunRequest) -> int:
-    return Run.objects.create(mode=request.mode, code=request.code, params=request.params).pk
+    return Run.objects.create(mode=request.mode, code=request.code, params=sampling_json(request.params)).pk
 
 
 async def read_run(web, channel, timeout=60):
@@ -44,10 +48,10 @@ async def test_each_job_goes_to_exactly_one_worker(redis_url, tiny_model_dir, st
             start_worker(engines[1], redis_layer(redis_url), worker_id="w-b") as b:
         jobs = []
         for i in range(6):
-            request = RunRequest("complete", code=f"def job_{i}():", params={"max_tokens": 40})
+            request = RunRequest("complete", code=f"def job_{i}():", params=SamplingParams(max_tokens=40))
             run_id = await new_run(request)
             reply = await web.new_channel()
-            await web.send("inference", job_message(run_id, request, reply))
+            await web.send("inference", job_run(run_id, request, reply))
             jobs.append((run_id, reply))
         results = await asyncio.gather(*(read_run(web, reply) for _, reply in jobs))
 
@@ -68,13 +72,43 @@ async def test_each_job_goes_to_exactly_one_worker(redis_url, tiny_model_dir, st
         assert a.current is None and b.current is None and a.jobs_done + b.jobs_done == 6
 
         # Cancel through Redis reaches the busy worker's control channel.
-        request = RunRequest("complete", code="def f():", params={"max_tokens": 2000})
+        request = RunRequest("complete", code="def f():", params=SamplingParams(max_tokens=2000))
         run_id = await new_run(request)
         reply = await web.new_channel()
-        await web.send("inference", job_message(run_id, request, reply))
+        await web.send("inference", job_run(run_id, request, reply))
         started = await asyncio.wait_for(web.receive(reply), 30)
         assert started["type"] == "gen.started"
         await web.send(started["worker_channel"], {"type": "job.cancel", "run_id": run_id})
         messages = await read_run(web, reply, timeout=15)
         assert messages[-1]["finish_reason"] == "cancelled"
         assert messages[-1]["stats"]["generated_tokens"] < 2000
+
+
+async def test_an_idle_worker_and_an_idle_reader_outlive_every_layer_timeout(redis_url, engine, start_worker):
+    """redis-py 8's default 5 s socket timeout once equalled channels_redis' 5 s blocking pop:
+    idle workers died and idle sockets closed with 1011. Idle 7 s, then work."""
+    from channels_redis.core import RedisChannelLayer
+
+    from playground.layer import check_redis_timeouts
+
+    web = redis_layer(redis_url)
+    check_redis_timeouts(web)
+    idle = RedisChannelLayer.brpop_timeout + 2
+    async with start_worker(engine, redis_layer(redis_url), worker_id="idle") as worker:
+        reply = await web.new_channel()
+        with pytest.raises(asyncio.TimeoutError):  # nothing arrives; the read itself must not fail
+            await asyncio.wait_for(web.receive(reply), idle)
+        request = RunRequest("complete", code="def f():", params=SamplingParams(max_tokens=8))
+        run_id = await new_run(request)
+        await web.send("inference", job_run(run_id, request, reply))
+        messages = await read_run(web, reply, timeout=30)
+        assert messages[-1]["type"] == "gen.done" and worker.jobs_done == 1
+
+
+def test_a_socket_timeout_at_the_blocking_pop_is_refused():
+    from channels_redis.core import RedisChannelLayer
+
+    from playground.layer import check_redis_timeouts
+
+    with pytest.raises(RuntimeError, match="socket_timeout"):
+        check_redis_timeouts(RedisChannelLayer(hosts=[{"address": "redis://127.0.0.1:1/0", "socket_timeout": 5}]))

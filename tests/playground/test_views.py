@@ -140,3 +140,66 @@ def test_staff_see_runs_in_the_admin_with_filters(admin_client):
     assert "123.0" in html and "By model" in html and "By status" in html and "By created at" in html
     assert admin_client.get("/admin/playground/playground/").status_code == 200
     assert admin_client.get("/admin/playground/workerstatus/").status_code == 200
+
+
+def initial_data(html: str) -> dict:
+    return json.loads(html.split('id="initial-data" type="application/json">')[1].split("</script>")[0])
+
+
+def test_a_reopened_run_carries_its_transcript_as_json_not_html(client):
+    key = session_key(client)
+    stats = {"decode_tok_s": 812.5, "ttft_ms": 4.2, "finish_reason": "length", "tok_s_series": [800.0, 812.5]}
+    done = Run.objects.create(session_key=key, mode="instruct", instruction="sort", status="done",
+                              output=f"```python\n{XSS}\n```", finish_reason="length", stats=stats)
+    failed = Run.objects.create(session_key=key, mode="complete", code="x", status="error",
+                                error=f"prompt too long {XSS}")
+    html = client.get(f"/?run={done.pk}").content.decode()
+    assert XSS not in html
+    transcript = initial_data(html)["transcript"]
+    assert transcript == {"run_id": done.pk, "mode": "instruct", "status": "done", "output": done.output,
+                          "finish_reason": "length", "error": "", "stats": stats}
+    failed_transcript = initial_data(client.get(f"/?run={failed.pk}").content.decode())["transcript"]
+    assert failed_transcript["status"] == "error" and failed_transcript["error"] == f"prompt too long {XSS}"
+    assert initial_data(client.get("/").content.decode())["origin"] == "new"  # the page may restore a draft
+
+
+def test_history_filters_by_mode_and_text_and_shows_state_and_speed(client):
+    key = session_key(client)
+    Run.objects.create(session_key=key, mode="complete", code="def parse():\n", status="done",
+                       finish_reason="length", decode_tok_s=950.0)
+    Run.objects.create(session_key=key, mode="instruct", instruction="write a parser", status="error",
+                       error="prompt too long")
+    Run.objects.create(session_key=key, mode="instruct", instruction="sort a list", status="cancelled")
+    everything = client.get("/history/").content.decode()
+    assert everything.count("<li") == 3 and "950 tok/s" in everything and ">length<" in everything
+    assert 'title="prompt too long"' in everything  # an error run says why on hover
+    instruct = client.get("/history/?mode=instruct").content.decode()
+    assert instruct.count("<li") == 2 and "def parse" not in instruct
+    parser = client.get("/history/?mode=instruct&q=PARSER").content.decode()
+    assert parser.count("<li") == 1 and "write a parser" in parser
+    assert "No run matches" in client.get("/history/?q=nothing-like-this").content.decode()
+    assert client.get("/history/?mode=bogus").content.decode().count("<li") == 3  # unknown mode: no filter
+
+
+@pytest.mark.parametrize("body, message", [
+    ('{"mode": "complete", "code": "x", "params": {"temperature": NaN}}', "NaN"),
+    ('{"mode": "complete", "code": "x", "params": {"temperature": Infinity}}', "Infinity"),
+    ('{"mode": "complete", "code": "x", "params": {"temperature": 1e400}}', "finite"),
+    ('{"mode": "complete", "code": "x", "params": {"top_k": 1000000000000000000000000000000}}', "at most"),
+    ('{"mode": "complete", "code": "\\ud800"}', "lone surrogate"),
+    ('{"mode": "complete", "code": "x", "params": {"stop": ["\\udfff"]}}', "lone surrogate"),
+    ('{"mode": "complete", "code": "x", "params": {"\\ud800": 1}}', "unknown parameter"),
+    ('{"mode": "complete", "code": "x", "run_id": 100000000000000000000000, "forked_from": "\\ud800"}', None),
+    ('{"mode": "complete", "code": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested too deeply"),
+])
+def test_save_answers_hostile_bodies_with_400_not_500(client, body, message):
+    response = client.post("/save/", data=body, content_type="application/json")
+    if message is None:
+        assert response.status_code == 200
+    else:
+        assert response.status_code == 400 and message in response.content.decode()
+
+
+@pytest.mark.parametrize("value", ["²", "١٢", "99999999999999999999999999", "-1", "abc"])
+def test_odd_run_ids_in_the_editor_url_are_ignored_or_404(client, value):
+    assert client.get("/", {"run": value}).status_code in (200, 404)

@@ -24,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from inference.errors import EngineError
 
+from ...layer import check_redis_timeouts
 from ...modelsource import default_device, load_engine
 from ...worker import Worker
 
@@ -46,6 +47,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, host, port, model, device, dtype, no_worker, **options):
         call_command("migrate", interactive=False, verbosity=0)
+        check_redis_timeouts(get_channel_layer())
         worker = None
         if not no_worker:
             device = device or default_device()

@@ -13,6 +13,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from inference.errors import EngineError
 
+from ...layer import check_redis_timeouts
 from ...modelsource import default_device, load_engine
 from ...worker import Worker
 
@@ -32,6 +33,7 @@ class Command(BaseCommand):
         if isinstance(layer, InMemoryChannelLayer):
             raise CommandError("playground_worker needs REDIS_URL: the in-memory channel layer lives inside one "
                                "process. For one process use `python manage.py playground`.")
+        check_redis_timeouts(layer)
         device = device or default_device()
         try:
             engine = load_engine(model, device, dtype)

@@ -1,0 +1,191 @@
+"""Start a tensor-parallel group: rank 0 in this process, ranks 1..tp-1 spawned beside it.
+
+    runner = launch(LaunchSpec(cfg, load, tp=2, device="cpu", max_context=256))
+    runner.start(ids, params); runner.step(); ...; runner.close()
+
+`load(device=...)` returns the full `ModelWeights` on a device (a picklable callable, e.g.
+`functools.partial(checkpoint.load_weights, path, cfg, dtype=...)`): every rank loads, keeps its
+shard and frees the rest, so no weights cross process boundaries. Ranks use cuda:rank (NCCL) on
+a GPU, the CPU (gloo) otherwise. Followers are `torch.multiprocessing` spawn processes that
+wait for commands on a queue ("start", "step", "forced", "stop") and run them on their rank;
+they report "ready" (or the error that stopped them) once loaded, and exit when rank 0's
+process goes.
+The environment keeps NVLink multicast off for every rank (NO_MULTICAST), set here before any
+rank starts: the only place this package touches environment variables.
+One group per process (torch.distributed's default group).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import queue
+import socket
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from ..config import ModelConfig
+from ..errors import EngineError
+from ..weights import ModelWeights
+from .comm import DistComm, init_group
+from .plan import TPPlan
+from .runner import RankRunner, TPRunner
+from .shard import shard_weights
+
+NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+READY_TIMEOUT_S = 600.0  # loading a checkpoint on every rank
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    cfg: ModelConfig
+    load: Callable[..., ModelWeights]  # load(device=...) -> full weights; picklable
+    tp: int
+    device: str = "cpu"  # "cpu" (gloo) or "cuda" (rank r on cuda:r, NCCL)
+    max_context: int = 2048
+    timed: bool = False  # DistComm records time inside collectives (bench)
+    timeout_s: float = 300.0  # rendezvous and collectives
+
+    @property
+    def backend(self) -> str:
+        return "nccl" if self.device == "cuda" else "gloo"
+
+    def rank_device(self, rank: int) -> torch.device:
+        return torch.device("cuda", rank) if self.device == "cuda" else torch.device("cpu")
+
+
+def check_devices(tp: int, device: str) -> None:
+    """One clear message for a TP request this machine cannot run."""
+    if device == "cpu":
+        return
+    if device != "cuda":
+        raise EngineError(f"--tp {tp} spans cuda:0..cuda:{tp - 1}: pass device 'cuda', not {device!r} "
+                          "(choose GPUs with CUDA_VISIBLE_DEVICES)")
+    n = torch.cuda.device_count()
+    if n < tp:
+        raise EngineError(f"--tp {tp} needs {tp} GPUs, {n} visible")
+
+
+def build_rank(spec: LaunchSpec, rank: int) -> RankRunner:
+    """Load, shard and wrap one rank (the process group must exist)."""
+    plan = TPPlan(spec.cfg, spec.tp)
+    device = spec.rank_device(rank)
+    full = spec.load(device=str(device))
+    shard = shard_weights(full, plan, rank, device)
+    del full
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return RankRunner(plan, rank, shard, DistComm(timed=spec.timed), spec.max_context)
+
+
+class RankGroup:
+    """Rank 0's handles on the followers: send them commands, stop them."""
+
+    def __init__(self, procs: list, commands: list):
+        self.procs, self.commands = procs, commands
+        self.closed = False
+
+    def send(self, msg: tuple) -> None:
+        for q in self.commands:
+            q.put(msg)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.send(("stop",))
+        for p in self.procs:
+            p.join(timeout=30)
+            if p.is_alive():
+                p.terminate()
+                p.join(timeout=5)
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(spec: LaunchSpec) -> TPRunner:
+    """Spawn ranks 1..tp-1, join as rank 0, load every shard; EngineError if any rank fails."""
+    TPPlan(spec.cfg, spec.tp)  # refuse an uneven split before starting anything
+    check_devices(spec.tp, spec.device)
+    if dist.is_initialized():
+        raise EngineError("a tensor-parallel group is already running in this process (one per process)")
+    os.environ.update(NO_MULTICAST)
+    ctx = mp.get_context("spawn")
+    init_method = f"tcp://127.0.0.1:{_free_port()}"
+    replies = ctx.Queue()
+    commands = [ctx.Queue() for _ in range(spec.tp - 1)]
+    procs = [ctx.Process(target=_follower_main, args=(rank, spec, init_method, commands[rank - 1], replies),
+                         daemon=True, name=f"tp-rank-{rank}") for rank in range(1, spec.tp)]
+    for p in procs:
+        p.start()
+    group = RankGroup(procs, commands)
+    try:
+        init_group(0, spec.tp, init_method, spec.backend, spec.timeout_s)
+        local = build_rank(spec, 0)
+        _wait_ready(procs, replies)
+    except BaseException as e:
+        group.close()
+        if isinstance(e, EngineError):
+            raise
+        raise EngineError(f"tensor-parallel start failed on rank 0: {type(e).__name__}: {e}") from e
+    atexit.register(group.close)
+    return TPRunner(local, group)
+
+
+def _wait_ready(procs: list, replies) -> None:
+    waiting = {p.name: p for p in procs}
+    deadline = READY_TIMEOUT_S
+    while waiting and deadline > 0:
+        try:
+            rank, error = replies.get(timeout=1.0)
+        except queue.Empty:
+            deadline -= 1.0
+            dead = [name for name, p in waiting.items() if not p.is_alive()]
+            if dead:
+                raise EngineError(f"tensor-parallel {dead[0]} exited while loading")
+            continue
+        if error:
+            raise EngineError(f"tensor-parallel rank {rank} failed to start: {error}")
+        waiting.pop(f"tp-rank-{rank}")
+    if waiting:
+        raise EngineError(f"tensor-parallel ranks not ready after {READY_TIMEOUT_S:.0f} s: {', '.join(waiting)}")
+
+
+def _follower_main(rank: int, spec: LaunchSpec, init_method: str, commands, replies) -> None:
+    """A follower process: join the group, load the shard, then run rank 0's commands."""
+    try:
+        if spec.device == "cpu":
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.tp))
+        init_group(rank, spec.tp, init_method, spec.backend, spec.timeout_s)
+        runner = build_rank(spec, rank)
+    except BaseException as e:  # report it: rank 0 turns it into one EngineError
+        replies.put((rank, f"{type(e).__name__}: {e}"))
+        return
+    replies.put((rank, None))
+    parent = mp.parent_process()
+    while True:
+        try:
+            msg = commands.get(timeout=5.0)
+        except queue.Empty:
+            if parent is not None and not parent.is_alive():
+                break
+            continue
+        if msg[0] == "stop":
+            break
+        if msg[0] == "start":
+            runner.start(msg[1], msg[2])
+        elif msg[0] == "forced":
+            runner.forced_logits(msg[1])
+        else:
+            runner.step()
+    dist.destroy_process_group()

@@ -1,0 +1,162 @@
+"""Every tuned number of the decode fast path, in one table of per-GPU rows.
+
+A `Tuning` row holds the launch configs, ring budgets, prefetch sizes and kernel choices that were
+measured on one GPU; each field says in one line why it has its value and where kernels/PERF.md
+shows the measurement. `for_device(device)` picks the row of a GPU listed in `ROWS` (by name), or
+builds the `generic` fallback from the device's own properties (SM count, shared memory, L2):
+Triton kernels only with the rule-based launch configs, no thread-block clusters, no streamed
+CUDA GEMVs. Conditions on the model's shape are data in the row (`stream_max_hidden`,
+`gate_up_skew_min_share`, `gemv_overrides` keyed by matrix shape), read by the runner.
+
+Not here: the kernels' own layout constants (tile sizes a kernel's code is written for) and the
+rules in kernels._util that compute a Triton launch config from a matrix shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from functools import lru_cache
+
+import torch
+
+MB = 1 << 20
+
+
+def knob(default, why: str, perf: str):
+    """A tuned field: its value in the H200 row, one line on why, and where kernels/PERF.md measures it."""
+    return field(default=default, metadata={"why": why, "perf": perf})
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """The properties the generic fallback is derived from."""
+    name: str
+    capability: tuple[int, int]
+    sms: int
+    smem_per_block: int  # opt-in dynamic shared memory per block, bytes
+    l2_bytes: int
+
+    @classmethod
+    def of(cls, device) -> "DeviceInfo":
+        p = torch.cuda.get_device_properties(torch.device(device))
+        return cls(p.name, (p.major, p.minor), p.multi_processor_count,
+                   getattr(p, "shared_memory_per_block_optin", 48 << 10), getattr(p, "L2_cache_size", 0))
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """One GPU's tuned numbers (the defaults are the H200's, measured at batch 1, bf16)."""
+    name: str = "h200"
+    why: str = "measured on one H200 over fifteen sessions; an H100 shares it until re-measured"
+
+    # -- kernel choices ("auto" in FastRunner.use_attention / use_gemv) ------------------------------
+    cuda_attention: bool = knob(True, "the CUDA cluster attention is faster than Triton's below "
+                                "cuda_attention_context", "PERF.md: Attention")
+    cuda_attention_context: int = knob(1024, "positions below this use the cluster kernel (one cluster of "
+                                       "16 x 64-row splits per kv head); Triton wins beyond", "PERF.md: Attention")
+    cluster: int = knob(16, "CTAs per cluster: 16 x 64-row splits merge a 1024-row context in one cluster",
+                        "PERF.md: Attention")
+    stream_gemv: bool = knob(True, "o_proj (and QKV, gate/up up to stream_max_hidden) stream their weights "
+                             "through shared memory beside the CUDA attention", "PERF.md: Streamed GEMVs")
+
+    # -- streamed GEMVs (kernels.stream_gemv) -------------------------------------------------------
+    o_budget: int = knob(80 << 10, "o_proj's whole 16-row slice (hidden 1536/2048) in a ring small enough to "
+                         "share an SM with the cluster attention", "PERF.md: Streamed GEMVs")
+    qkv_budget: int = knob(64 << 10, "the 1.5B's whole QKV slice per CTA", "PERF.md: Streamed GEMVs")
+    gate_up_budget: int = knob(164 << 10, "three 16-row gate/up slots beside o_proj's CTAs",
+                               "PERF.md: Streamed GEMVs")
+    stream_max_hidden: int = knob(1536, "QKV and gate/up stream only up to this hidden size (slower for 2048)",
+                                  "PERF.md: Streamed GEMVs")
+    stream_carveout: int = knob(100, "all-shared carveout where QKV and gate/up stream, so gate/up's ring fits "
+                                "beside o_proj's CTAs", "PERF.md: Streamed GEMVs")
+    gate_up_skew: tuple[int, int] = knob((32, 16), "the last 32 gate/up CTAs start when o_proj's end: they take "
+                                         "16 fewer units each (1.5B step 1042 -> 1017 us)", "PERF.md: Streamed GEMVs")
+    gate_up_skew_min_share: int = knob(4, "skew only where every CTA keeps >= this many times the deficit "
+                                       "(intermediate >= share x deficit x SMs)", "PERF.md: Streamed GEMVs")
+
+    # -- L2 prefetches ------------------------------------------------------------------------------
+    gate_up_l2_prefetch: int = knob(6 * MB, "where gate/up is Triton, the streamed o_proj prefetches its first "
+                                    "6 MB into L2 while attention runs (2-10 MB measured)", "PERF.md: L2 prefetch")
+    down_l2_prefetch: int = knob(2 * MB, "Triton down_proj prefetches the next layer's first 2 MB of QKV "
+                                 "(LM head after the last layer) into L2 (1-6 MB measured)", "PERF.md: L2 prefetch")
+
+    # -- Triton GEMV launch configs -----------------------------------------------------------------
+    gemv_overrides: tuple = knob((((1536, 1536), (4, 2048, 8, 1)), ((1536, 8960), (4, 2048, 8, 1))),
+                                 "(N, K) -> (BLOCK_N, BLOCK_K, warps, stages) where the in-step sweep beat "
+                                 "kernels._util's rule (1.5B o_proj and down_proj)", "PERF.md: Triton GEMVs")
+    lookahead: bool = knob(True, "down_proj and gate/up load the next tile before multiplying the current one",
+                           "PERF.md: Triton GEMVs")
+    gate_up_red: int = knob(4, "gate/up sums 4 neighbouring columns in-thread (keeps its two accumulators "
+                            "small)", "PERF.md: Triton GEMVs")
+
+    def streams_qkv_gate_up(self, hidden_size: int) -> bool:
+        """Whether QKV and gate/up stream beside o_proj in the overlap GEMVs, for this hidden size."""
+        return hidden_size <= self.stream_max_hidden
+
+    def skew_for(self, intermediate_size: int, sms: int) -> tuple[int, int]:
+        """The streamed gate/up's (late CTAs, fewer units each), or (0, 0) where a CTA would lose too much."""
+        late, deficit = self.gate_up_skew
+        return (late, deficit) if intermediate_size >= self.gate_up_skew_min_share * deficit * sms else (0, 0)
+
+    def override(self, n: int, k: int) -> tuple[int, int, int, int] | None:
+        """The measured (BLOCK_N, BLOCK_K, warps, stages) for an [n, k] GEMV, or None (use the rule)."""
+        return dict(self.gemv_overrides).get((n, k))
+
+    def explain(self) -> list[str]:
+        """One line per tuned field: name = value  # why (PERF.md pointer)."""
+        return [f"{f.name} = {getattr(self, f.name)!r}  # {f.metadata['why']} ({f.metadata['perf']})"
+                for f in fields(self) if f.metadata]
+
+
+H200 = Tuning()
+
+# Rows by GPU: (substrings of the device name, row). First match wins.
+ROWS: tuple[tuple[tuple[str, ...], Tuning], ...] = (
+    (("H200", "H100"), H200),  # the H100 shares the H200's row until it is measured on its own
+)
+
+
+def generic(info: DeviceInfo) -> Tuning:
+    """The fallback for a GPU not in ROWS: Triton kernels with the rule-based configs (no measured
+    overrides), no clusters, no streamed GEMVs; the down_proj L2 prefetch (a Hopper instruction) scaled
+    from the H200's 2 MB per 50 MB of L2 to this L2 (whole MB), on sm_90 and newer only."""
+    prefetch = (info.l2_bytes * 2 // 50) // MB * MB if info.capability >= (9, 0) else 0
+    return replace(H200, name="generic", why=f"fallback for {info.name}: {info.sms} SMs, "
+                   f"{info.smem_per_block >> 10} KB shared memory per block, {info.l2_bytes >> 20} MB L2",
+                   cuda_attention=False, stream_gemv=False, gate_up_l2_prefetch=0, down_l2_prefetch=prefetch,
+                   gemv_overrides=())
+
+
+def select(info: DeviceInfo) -> Tuning:
+    """The row for a GPU with these properties: the first ROWS entry whose name matches, else generic(info)."""
+    for names, row in ROWS:
+        if any(n in info.name for n in names):
+            return row
+    return generic(info)
+
+
+@lru_cache(maxsize=None)
+def _for_index(index: int) -> Tuning:
+    return select(DeviceInfo.of(torch.device("cuda", index)))
+
+
+def for_device(device) -> Tuning:
+    """The row serving `device` (a CUDA device; CPU tensors, which run under the interpreter, get H200's
+    numbers, which the interpreter's launch configs ignore)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return H200
+    return _for_index(device.index if device.index is not None else torch.cuda.current_device())
+
+
+def by_name(name: str, device) -> Tuning:
+    """A row chosen by name for `device`: "auto" (for_device), "generic" (the fallback from its properties)
+    or a row's name in ROWS."""
+    if name == "auto":
+        return for_device(device)
+    if name == "generic":
+        return generic(DeviceInfo.of(device))
+    for _, row in ROWS:
+        if row.name == name:
+            return row
+    raise ValueError(f"unknown tuning {name!r} (use auto, generic or one of {', '.join(r.name for _, r in ROWS)})")

@@ -1,0 +1,362 @@
+"""The playground's two wires, named once: browser <-> consumer and consumer <-> worker.
+
+Every message type is a constant here and every message is built by a constructor here, so
+consumers.py, worker.py, the HTTP views (and the HTTP API) and frontend/src/main.js speak the
+same words. Input from outside (a WebSocket text frame, an HTTP JSON body) enters through
+`loads` (bounded nesting) and `parse_run` / `parse_sampling`, which raise `ProtocolError`
+(message + the offending parameter's name) and never anything else for bad input.
+
+Sampling parameters: `parse_sampling(dict) -> SamplingParams` is the one parse. The engine's
+SamplingParams defaults are the only defaults (`page_params` fills them in for the page); the
+protocol adds upper bounds so every accepted value is finite and safe for the sampler.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+
+from inference.errors import ParamsError
+from inference.prompts import Prompt
+from inference.sampling import MAX_STOP_STRINGS, SamplingParams
+
+# -- browser -> consumer -----------------------------------------------------------------------
+RUN, STOP, PING = "run", "stop", "ping"
+# -- consumer -> browser -----------------------------------------------------------------------
+ACCEPTED, QUEUED, STARTED, FRAME, DONE, ERROR, PONG = "accepted", "queued", "started", "frame", "done", "error", "pong"
+# -- consumer -> worker (the "inference" queue and each worker's control channel) ---------------
+JOB_RUN, JOB_CANCEL = "job.run", "job.cancel"
+# -- worker -> consumer (the consumer's reply channel; Channels maps "gen.x" to gen_x) ----------
+GEN_STARTED, GEN_FRAME, GEN_DONE, GEN_ERROR = "gen.started", "gen.frame", "gen.done", "gen.error"
+
+MODES = ("complete", "infill", "instruct")
+MAX_DEPTH = 8  # JSON nesting of a frame or body: {"params": {"stop": [...]}} needs 3
+MAX_STOP_CHARS = 200
+
+# Upper bounds beyond the engine's own range checks: every accepted value is finite and
+# harmless for the sampler (temperature 1e308 would turn logits into inf/NaN).
+MAX_TEMPERATURE = 100.0
+MAX_TOP_K = 1_000_000  # larger than any vocabulary; top_k >= vocab is the same as off
+MAX_REPETITION_PENALTY = 100.0
+MAX_SEED = 2**63 - 1
+MAX_TOKENS_LIMIT = 1_000_000  # when the caller gives no server cap
+
+# The sampling fields a client may set, and their JSON types.
+SAMPLING_FIELDS = {
+    "max_tokens": int,
+    "temperature": float,
+    "top_p": float,
+    "top_k": int,
+    "min_p": float,
+    "repetition_penalty": float,
+    "seed": int,
+    "stop": list,
+}
+_DEFAULTS = SamplingParams()
+
+
+class ProtocolError(ValueError):
+    """Input that breaks the protocol: `message` for the user, `param` the field (or None)."""
+
+    def __init__(self, message: str, param: str | None = None):
+        message, param = _encodable(message), None if param is None else _encodable(str(param)[:100])
+        super().__init__(message)
+        self.message, self.param = message, param
+
+    def frame(self) -> dict:
+        return error(self.message, param=self.param)
+
+
+def _encodable(s: str) -> str:
+    """Text that encodes as UTF-8 (lone surrogates from the input shown as escapes)."""
+    return s.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+# -- input ---------------------------------------------------------------------------------------
+def loads(text: str | bytes) -> object:
+    """JSON text -> value; ProtocolError for non-JSON, NaN/Infinity or nesting over MAX_DEPTH."""
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except RecursionError:
+        raise ProtocolError(f"JSON nested too deeply (at most {MAX_DEPTH} levels)") from None
+    except ProtocolError:
+        raise
+    except (ValueError, TypeError):  # JSONDecodeError, UnicodeDecodeError, >4300-digit ints
+        raise ProtocolError("frames must be JSON text") from None
+    if _depth(value) > MAX_DEPTH:
+        raise ProtocolError(f"JSON nested too deeply (at most {MAX_DEPTH} levels)")
+    return value
+
+
+def _reject_constant(name: str):
+    raise ProtocolError(f"{name} is not a number this server accepts (JSON has no {name})")
+
+
+def _depth(value) -> int:
+    """Nesting depth of dicts/lists without recursion (0 for a scalar)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, level = stack.pop()
+        if isinstance(node, dict):
+            node = node.values()
+        elif not isinstance(node, list):
+            continue
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            return level
+        stack.extend((child, level + 1) for child in node)
+    return deepest
+
+
+def text(value, param: str, max_chars: int) -> str:
+    """A string that is valid Unicode (no lone surrogates) and at most max_chars long."""
+    if not isinstance(value, str):
+        raise ProtocolError(f"'{param}' must be a string", param)
+    if len(value) > max_chars:
+        raise ProtocolError(f"'{param}' is too long ({len(value)} characters, at most {max_chars})", param)
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise ProtocolError(f"'{param}' is not valid Unicode text (a lone surrogate at character {e.start})",
+                            param) from None
+    return value
+
+
+def _short(value) -> str:
+    if isinstance(value, int) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits"
+    r = repr(value)
+    return r if len(r) <= 40 else r[:37] + "..."
+
+
+def _number(key: str, value, kind: type):
+    if isinstance(value, str):  # form fields and query strings send numbers as text
+        try:
+            value = int(value) if kind is int and value.strip().lstrip("+-").isdigit() else float(value)
+        except ValueError:
+            raise ProtocolError(f"{key} must be a number, got {_short(value)}", key) from None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ProtocolError(f"{key} must be a number, got {_short(value)}", key)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ProtocolError(f"{key} must be a finite number, got {_short(value)}", key)
+    if kind is int:
+        if isinstance(value, float):
+            if value != int(value):
+                raise ProtocolError(f"{key} must be a whole number, got {_short(value)}", key)
+            value = int(value)
+        return value
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float range
+        raise ProtocolError(f"{key} must be a finite number, got a {len(str(value))}-digit integer", key) from None
+
+
+def parse_sampling(raw, *, max_tokens_cap: int | None = None) -> SamplingParams:
+    """The client's sampling params (a dict; absent, None or "" = default) -> SamplingParams.
+
+    Raises ProtocolError(message, param) for unknown keys, wrong types, non-finite or
+    out-of-range values; the engine's own range checks give the message where they apply.
+    """
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ProtocolError("'params' must be an object", "params")
+    unknown = sorted(str(k)[:40] for k in set(raw) - set(SAMPLING_FIELDS))
+    if unknown:
+        raise ProtocolError(f"unknown parameter(s): {', '.join(unknown[:5])}", unknown[0])
+    kwargs: dict = {}
+    for key, kind in SAMPLING_FIELDS.items():
+        value = raw.get(key)
+        if value is None or value == "" or key == "stop":
+            continue
+        kwargs[key] = _number(key, value, kind)
+    if "stop" in raw:
+        kwargs["stop"] = _stop(raw["stop"])
+    caps = {"temperature": MAX_TEMPERATURE, "top_k": MAX_TOP_K, "repetition_penalty": MAX_REPETITION_PENALTY,
+            "seed": MAX_SEED, "max_tokens": MAX_TOKENS_LIMIT if max_tokens_cap is None else max_tokens_cap}
+    for key, upper in caps.items():
+        if key in kwargs and kwargs[key] > upper:
+            where = " on this server" if key == "max_tokens" else ""
+            raise ProtocolError(f"{key} must be at most {upper}{where}, got {_short(kwargs[key])}", key)
+    for key, value in kwargs.items():  # the engine's checks, one field at a time: the message names it
+        try:
+            SamplingParams(**{key: tuple(value) if key == "stop" else value})
+        except ParamsError as e:
+            raise ProtocolError(str(e), key) from None
+    return SamplingParams(**kwargs)
+
+
+def _stop(value) -> tuple[str, ...]:
+    if value is None or value == "":
+        return ()
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
+        raise ProtocolError("stop must be a list of strings", "stop")
+    stop = tuple(text(s, "stop", MAX_STOP_CHARS) for s in value if s)
+    if len(stop) > MAX_STOP_STRINGS:
+        raise ProtocolError(f"at most {MAX_STOP_STRINGS} stop strings, got {len(stop)}", "stop")
+    return stop
+
+
+def sampling_json(params: SamplingParams) -> dict:
+    """The client-settable fields that differ from the defaults, as JSON (Run rows, jobs)."""
+    out = {}
+    for key in SAMPLING_FIELDS:
+        value = getattr(params, key)
+        if value != getattr(_DEFAULTS, key):
+            out[key] = list(value) if key == "stop" else value
+    return out
+
+
+def page_params(saved: dict | None = None) -> dict:
+    """Every client-settable field with its engine default, overlaid with `saved` (the page)."""
+    out = {key: list(v) if key == "stop" else v for key in SAMPLING_FIELDS for v in [getattr(_DEFAULTS, key)]}
+    return {**out, **(saved or {})}
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """A validated {"type": "run"} frame."""
+
+    mode: str
+    code: str = ""  # complete: the code; infill: prefix + suffix
+    cursor: int | None = None  # infill: len(prefix)
+    instruction: str = ""
+    params: SamplingParams = field(default_factory=SamplingParams)
+
+    @property
+    def prefix(self) -> str:
+        return self.code[: self.cursor or 0]
+
+    @property
+    def suffix(self) -> str:
+        return self.code[self.cursor or 0 :]
+
+    def prompt(self) -> Prompt:
+        if self.mode == "complete":
+            return Prompt.completion(self.code)
+        if self.mode == "infill":
+            return Prompt.fim(self.prefix, self.suffix)
+        return Prompt.chat(self.instruction)
+
+    def to_json(self) -> dict:
+        return {"mode": self.mode, "code": self.code, "cursor": self.cursor, "instruction": self.instruction,
+                "params": sampling_json(self.params)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "RunRequest":
+        """The job's copy (already validated once; parsed again so the worker holds real params)."""
+        return cls(mode=data["mode"], code=data["code"], cursor=data["cursor"], instruction=data["instruction"],
+                   params=parse_sampling(data.get("params")))
+
+
+def parse_mode(value) -> str:
+    if value not in MODES:
+        raise ProtocolError(f"'mode' must be one of {', '.join(MODES)}, got {_short(value)}", "mode")
+    return value
+
+
+def parse_run(frame: dict, *, max_input_chars: int, max_tokens_cap: int | None = None) -> RunRequest:
+    """A browser {"type": "run", ...} frame -> RunRequest, or ProtocolError."""
+    mode = parse_mode(frame.get("mode"))
+    params = parse_sampling(frame.get("params"), max_tokens_cap=max_tokens_cap)
+
+    def field_text(key: str) -> str:
+        return text(frame.get(key, ""), key, max_input_chars)
+
+    if mode == "complete":
+        code = field_text("code")
+        if not code:
+            raise ProtocolError("nothing to complete: the editor is empty", "code")
+        return RunRequest(mode, code=code, params=params)
+    if mode == "infill":
+        prefix, suffix = field_text("prefix"), field_text("suffix")
+        if len(prefix) + len(suffix) > max_input_chars:
+            raise ProtocolError(f"prefix + suffix is too long (at most {max_input_chars} characters)", "prefix")
+        return RunRequest(mode, code=prefix + suffix, cursor=len(prefix), params=params)
+    instruction = field_text("instruction")
+    if not instruction.strip():
+        raise ProtocolError("write an instruction first", "instruction")
+    return RunRequest(mode, instruction=instruction, params=params)
+
+
+# -- consumer -> browser -------------------------------------------------------------------------
+def error(message: str, *, run_id: int | None = None, param: str | None = None, code: str | None = None) -> dict:
+    """Without run_id: the frame was refused, nothing queued. With run_id: that run ended in error.
+    `code` names a refusal a client may want to act on (e.g. "rate_limited", "no_worker")."""
+    msg = {"type": ERROR, "message": message}
+    if run_id is not None:
+        msg["run_id"] = run_id
+    if param is not None:
+        msg["param"] = param
+    if code is not None:
+        msg["code"] = code
+    return msg
+
+
+def accepted(run_id: int, queued_ahead: int) -> dict:
+    return {"type": ACCEPTED, "run_id": run_id, "queued_ahead": queued_ahead}
+
+
+def queued(run_id: int, queued_ahead: int, waited_s: float, workers: int) -> dict:
+    """Sent while a run waits: its live position, how long it has waited, workers online."""
+    return {"type": QUEUED, "run_id": run_id, "queued_ahead": queued_ahead, "waited_s": round(waited_s, 1),
+            "workers": workers}
+
+
+def started(run_id: int, model: str | None, worker_id: str | None) -> dict:
+    return {"type": STARTED, "run_id": run_id, "model": model, "worker_id": worker_id}
+
+
+def frame(seq: int, text: str, tokens: int, tok_s: float, ttft_ms: float | None, elapsed_ms: float) -> dict:
+    return {"type": FRAME, "seq": seq, "text": text, "tokens": tokens, "tok_s": tok_s, "ttft_ms": ttft_ms,
+            "elapsed_ms": elapsed_ms}
+
+
+def done(run_id: int, finish_reason: str, stats: dict) -> dict:
+    return {"type": DONE, "run_id": run_id, "finish_reason": finish_reason, "stats": stats}
+
+
+def pong() -> dict:
+    return {"type": PONG}
+
+
+def dumps(message: dict) -> str:
+    """One outgoing text frame (ASCII JSON: any text the server echoes stays encodable)."""
+    return json.dumps(message)
+
+
+# -- consumer <-> worker -------------------------------------------------------------------------
+def job_run(run_id: int, request: RunRequest, reply_channel: str) -> dict:
+    """The message put on the "inference" queue (plain JSON: it may cross Redis)."""
+    return {"type": JOB_RUN, "run_id": run_id, "reply_channel": reply_channel, "request": request.to_json()}
+
+
+def job_cancel(run_id: int) -> dict:
+    return {"type": JOB_CANCEL, "run_id": run_id}
+
+
+def gen_started(run_id: int, worker_channel: str, worker_id: str, model: str) -> dict:
+    return {"type": GEN_STARTED, "run_id": run_id, "worker_channel": worker_channel, "worker_id": worker_id,
+            "model": model}
+
+
+def gen_frame(run_id: int, seq: int, **frame_fields) -> dict:
+    """frame_fields: text, tokens, tok_s, ttft_ms, elapsed_ms (see `frame`)."""
+    return {"type": GEN_FRAME, "run_id": run_id, "seq": seq, **frame_fields}
+
+
+def gen_done(run_id: int, finish_reason: str, stats: dict) -> dict:
+    return {"type": GEN_DONE, "run_id": run_id, "finish_reason": finish_reason, "stats": stats}
+
+
+def gen_error(run_id: int, message: str) -> dict:
+    return {"type": GEN_ERROR, "run_id": run_id, "message": message}
+
+
+def frame_from_gen(message: dict) -> dict:
+    """A worker's gen.frame -> the browser's frame (same fields, no run_id)."""
+    return frame(message["seq"], message["text"], message["tokens"], message["tok_s"], message["ttft_ms"],
+                 message["elapsed_ms"])
+
