@@ -7,7 +7,8 @@ params)` yields `TokenEvent`s as tokens arrive and ends with one `FinishEvent` c
 The decode loop never makes the device wait for the host: each step's token lands in pinned host
 memory (the fast path's graph writes it there itself) and is read `LAG` steps later, so stop
 conditions (EOS ids, stop strings, max_tokens, cancellation) are seen a few steps late and the
-overshoot is simply discarded. On the CPU one step is in flight at a time (`_lag`). One Engine serves one request at a time; callers serialise.
+overshoot is simply discarded. On the CPU one step is in flight at a time (`_lag`). One Engine
+serves one request at a time; callers serialise.
 """
 
 from __future__ import annotations
