@@ -61,3 +61,11 @@ class ReferenceRunner(Runner):
         self.pos += 1
         self.last = self.sampler(logits[0])
         return self.last
+
+    @torch.inference_mode()
+    def forced_logits(self, token: int) -> Tensor:
+        """Teacher forcing (quality harness, tests): decode `token` at the next position -> logits
+        [V] float32; the sampler is not advanced. FastRunner has the same call."""
+        logits = self.model.forward(torch.tensor([token], device=self.device), self.pos, self.cache)[0]
+        self.pos += 1
+        return logits
