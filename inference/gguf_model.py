@@ -6,6 +6,7 @@ memory-mapped, no tensor data read) and builds:
     context length; tied embeddings = no `output.weight` tensor), through the same checks as a
     config.json (`ModelConfig.from_dict`);
   - `card`: what the page shows about the file (name, license, quantization, ...).
+Llama 3.1-style rope scaling arrives as the `rope_freqs` tensor (per-frequency divisors).
 `load_weights(device, dtype)` dequantizes each tensor with `gguf.quants` (F32, F16, BF16, Q8_0,
 Q4_0, Q4_1, Q4_K, Q5_K, Q6_K), undoes llama.cpp's Q/K row permutation for llama (its converter
 interleaves the rotary halves for the GGML rope kernel), and packs q|k|v and gate|up as the
@@ -16,7 +17,7 @@ Not here: the tokenizer (`inference.gguf_tokenizer`), choosing which file to ope
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -102,20 +103,24 @@ class GGUFCheckpoint:
         if arch not in ARCHITECTURES:
             raise CheckpointError(f"{path.name}: GGUF architecture {arch!r} is not supported "
                                   f"(supported: {', '.join(ARCHITECTURES)})")
-        tensors = {}
+        tensors, freq_factors = {}, ()
         for t in reader.tensors:
             name = hf_name(t.name)
             if name is None:
-                if t.name == "rope_freqs.weight":
-                    raise CheckpointError(
-                        f"{path.name}: per-frequency rope factors (rope_freqs.weight, Llama 3.1-style rope "
-                        f"scaling) are not supported")
+                if t.name == "rope_freqs.weight" and t.tensor_type.name == "F32":
+                    freq_factors = tuple(float(x) for x in np.asarray(t.data, dtype=np.float32).reshape(-1))
+                    continue
                 raise CheckpointError(f"{path.name}: unexpected tensor {t.name} for architecture {arch}")
             if t.tensor_type.name not in TENSOR_TYPES:
                 raise CheckpointError(f"{path.name}: tensor {t.name} has type {t.tensor_type.name}, which is not "
                                       f"supported (supported: {', '.join(TENSOR_TYPES)})")
             tensors[name] = t
         cfg = ModelConfig.from_dict(hf_config(meta, tensors, path.name))
+        if freq_factors:
+            if len(freq_factors) != cfg.head_dim // 2:
+                raise CheckpointError(f"{path.name}: rope_freqs.weight has {len(freq_factors)} values, "
+                                      f"head_dim {cfg.head_dim} needs {cfg.head_dim // 2}")
+            cfg = replace(cfg, rope=replace(cfg.rope, freq_factors=freq_factors))
         ckpt = cls(path, reader, meta, cfg, tensors)
         ckpt._validate()
         return ckpt
@@ -220,7 +225,8 @@ def _reader(path: Path):
     with open(path, "rb") as f:
         magic = f.read(4)
     if magic != b"GGUF":
-        raise CheckpointError(f"{path.name} is not a GGUF file (it does not start with the GGUF magic)")
+        raise CheckpointError(f"{path.name} is not a GGUF file (no GGUF magic at its start): pass a .gguf file "
+                              f"or a model folder")
     try:
         import gguf
     except ImportError:  # pragma: no cover - gguf is a dependency

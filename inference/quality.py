@@ -36,6 +36,7 @@ import torch
 
 from .errors import EngineError
 
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
 FILES = ("textwrap.py", "json/decoder.py", "heapq.py", "shlex.py", "fractions.py", "argparse.py")
 
 
@@ -69,6 +70,14 @@ class PathScore:
         return out
 
 
+def corpus_paths(files) -> list[Path]:
+    paths = [STDLIB / name for name in files]
+    for name, path in zip(files, paths):
+        if not path.is_file():
+            raise EngineError(f"corpus file {name} is not in this Python's standard library ({STDLIB})")
+    return paths
+
+
 @dataclass
 class Corpus:
     files: tuple[str, ...]
@@ -81,12 +90,9 @@ class Corpus:
         (each window scores len - 2 tokens: see `score_window`)."""
         if window < 8:
             raise EngineError(f"--window must be at least 8 tokens, got {window}")
-        root = Path(sysconfig.get_paths()["stdlib"])
         corpus, left = cls(tuple(files)), tokens
-        for name in files:
-            path = root / name
-            if not path.is_file():
-                raise EngineError(f"corpus file {name} is not in this Python's standard library ({root})")
+        for path in corpus_paths(files):
+            name = path.relative_to(STDLIB).as_posix()
             ids = tokenizer.encode(path.read_text(encoding="utf-8"), add_special_tokens=False)
             for start in range(0, len(ids) - 8, window):
                 if left <= 0:
@@ -125,6 +131,7 @@ def run(model: str | None, device: str = "cpu", dtype: str | None = None, tokens
     from .source import open_checkpoint
 
     t0 = time.perf_counter()
+    corpus_paths(files)  # before loading anything
     engine = Engine.from_pretrained(model, device=device, dtype=dtype, max_context=window + 8, cache_dir=cache_dir,
                                     **(engine_args or {}))
     ckpt = open_checkpoint(resolve_model_path(model, cache_dir=cache_dir))

@@ -1,7 +1,7 @@
 """One opened checkpoint, whatever its format: config, tokenizer, EOS ids, model card, weights.
 
-`open_checkpoint(path)` takes a resolved path (`inference.hub.resolve_model_path`): a .gguf file
-goes to `inference.gguf_model` / `inference.gguf_tokenizer`, a folder to `inference.checkpoint`,
+`open_checkpoint(path)` takes a resolved path (`inference.hub.resolve_model_path`): a file (GGUF,
+whatever its name: Ollama's blobs have none) goes to `inference.gguf_model` / `inference.gguf_tokenizer`, a folder to `inference.checkpoint`,
 `inference.config` and `inference.tokenizer`. Config, tokenizer and card are read at once (cheap);
 weights only when `load_weights(device, dtype)` (or a picklable `loader(dtype)`) is called.
 
@@ -37,7 +37,7 @@ class WeightsLoader:
         return {**self.__dict__, "_gguf": None}
 
     def __call__(self, device="cpu") -> ModelWeights:
-        if self.path.suffix == ".gguf" and self.path.is_file():
+        if self.path.is_file():
             from .gguf_model import GGUFCheckpoint
 
             return (self._gguf or GGUFCheckpoint.open(self.path)).load_weights(device, self.dtype)
@@ -74,8 +74,6 @@ def _open_gguf(path: Path) -> Checkpoint:
     from .gguf_model import GGUFCheckpoint
     from .gguf_tokenizer import tokenizer_from_gguf
 
-    if path.suffix != ".gguf":
-        raise CheckpointError(f"{path} is a file, not a model: pass a .gguf file or a Hugging Face model folder")
     ck = GGUFCheckpoint.open(path)
     tok = tokenizer_from_gguf(ck.reader, ck.metadata, path.name)
     card = ck.card()

@@ -229,7 +229,7 @@ class Worker:
             "current_run": self.current[0] if self.current else None,
             "gpu_memory_used_mb": used,
             "gpu_memory_total_mb": total,
-            "info": {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool))},
+            "info": {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) or k == "card"},
         }, job_finished=job_finished)
 
     async def _reply(self, channel: str, message: dict, cancel: threading.Event) -> None:

@@ -9,7 +9,9 @@ with llama.cpp's own formula from convert_hf_to_gguf.py), packing, config and to
 from __future__ import annotations
 
 import json
+import math
 import shutil
+from dataclasses import replace
 
 import gguf
 import numpy as np
@@ -65,13 +67,38 @@ def encode(w: np.ndarray, qtype, rng) -> tuple[np.ndarray, np.ndarray]:
     return raw, quants.dequantize(raw, qtype).astype(np.float32).reshape(w.shape)
 
 
-def write_pair(tmp, arch: str, tok_dir, seed: int = 0):
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 8192}
+
+
+def llama_cpp_rope_factors(theta: float, dim: int, scaling: dict) -> np.ndarray:
+    """convert_hf_to_gguf.py LlamaModel.generate_extra_tensors: the rope_freqs tensor."""
+    freqs = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.float32) / dim))
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old = scaling["original_max_position_embeddings"]
+    low_wavelen, high_wavelen = old / low, old / high
+    out = []
+    for freq in freqs:
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wavelen:
+            out.append(1)
+        elif wavelen > low_wavelen:
+            out.append(factor)
+        else:
+            smooth = (old / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def write_pair(tmp, arch: str, tok_dir, seed: int = 0, rope_scaling: dict | None = None):
     """(gguf file, HF folder) holding the same model of `arch`."""
     rng = np.random.default_rng(seed)
+    theta = 500000.0 if rope_scaling else 10000.0
+    tag = arch + ("-rope" if rope_scaling else "")
     tied = arch == "qwen2"
     tok = json.loads((tok_dir / "tokenizer.json").read_text())
     tok_cfg = json.loads((tok_dir / "tokenizer_config.json").read_text())
-    folder = tmp / f"{arch}-hf"
+    folder = tmp / f"{tag}-hf"
     folder.mkdir()
     for f in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copy(tok_dir / f, folder / f)
@@ -79,11 +106,13 @@ def write_pair(tmp, arch: str, tok_dir, seed: int = 0):
                                                           if t["content"] == "<|im_end|>")
     config = {"model_type": arch, "architectures": ["X"], "vocab_size": V, "hidden_size": H, "intermediate_size": I,
               "num_hidden_layers": L, "num_attention_heads": HEADS, "num_key_value_heads": KV, "head_dim": D,
-              "rms_norm_eps": 1e-6, "max_position_embeddings": 256, "rope_theta": 10000.0,
+              "rms_norm_eps": 1e-6, "max_position_embeddings": 256, "rope_theta": theta,
               "tie_word_embeddings": tied, "eos_token_id": eos, "torch_dtype": "float32"}
+    if rope_scaling:
+        config["rope_scaling"] = rope_scaling
     (folder / "config.json").write_text(json.dumps(config))
 
-    path = tmp / f"{arch}.gguf"
+    path = tmp / f"{tag}.gguf"
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"test {arch}")
     w.add_block_count(L)
@@ -94,7 +123,7 @@ def write_pair(tmp, arch: str, tok_dir, seed: int = 0):
     w.add_head_count_kv(KV)
     w.add_key_length(D)
     w.add_value_length(D)
-    w.add_rope_freq_base(10000.0)
+    w.add_rope_freq_base(theta)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("qwen2")
@@ -122,6 +151,8 @@ def write_pair(tmp, arch: str, tok_dir, seed: int = 0):
         w.add_tensor(gname, raw, raw_dtype=qtype)
         hf[hname] = torch.from_numpy(np.ascontiguousarray(values))
 
+    if rope_scaling:
+        w.add_tensor("rope_freqs.weight", llama_cpp_rope_factors(theta, D, rope_scaling))
     t = TYPES[arch]
     add("token_embd.weight", "model.embed_tokens.weight", (V, H), t["token_embd"], scale=0.5)
     for n in range(L):
@@ -175,6 +206,22 @@ def test_gguf_gives_the_weights_and_logits_of_the_same_safetensors_model(pairs, 
               for c, w in ((g, wg), (f, wf))]
     assert torch.equal(logits[0], logits[1])
     assert logits[0].std() > 0.1  # not a degenerate model: the comparison means something
+
+
+def test_llama3_rope_scaling_from_the_rope_freqs_tensor(qwen_tok_dir, tmp_path):
+    path, folder = write_pair(tmp_path, "llama", qwen_tok_dir, seed=5, rope_scaling=LLAMA3_ROPE)
+    g, f = open_checkpoint(path), open_checkpoint(folder)
+    assert f.config.rope.kind == "llama3" and len(g.config.rope.freq_factors) == D // 2
+    ids = torch.tensor(f.tokenizer.encode(open(__file__).read()))[:200]
+
+    def logits(cfg, weights):
+        return ReferenceModel(cfg, weights, 256).forward(ids, 0, KVCache(cfg, 256, "cpu", torch.float32))
+
+    wg = g.load_weights()
+    ours, hf = logits(g.config, wg), logits(f.config, f.load_weights())
+    unscaled = logits(replace(g.config, rope=replace(g.config.rope, freq_factors=())), wg)
+    err, err_unscaled = ((ours - hf).norm() / hf.norm()).item(), ((unscaled - hf).norm() / hf.norm()).item()
+    assert err < 1e-5 and err_unscaled > 1000 * err, (err, err_unscaled)
 
 
 def test_gguf_engine_generates_like_the_folder_engine(pairs):
