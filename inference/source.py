@@ -11,6 +11,7 @@ the quantization the weights were dequantized from, license, context length.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,17 +72,28 @@ def open_checkpoint(path: str | Path) -> Checkpoint:
 
 
 def _open_gguf(path: Path) -> Checkpoint:
-    from .gguf_model import GGUFCheckpoint
-    from .gguf_tokenizer import tokenizer_from_gguf
-
-    ck = GGUFCheckpoint.open(path)
-    tok = tokenizer_from_gguf(ck.reader, ck.metadata, path.name)
+    try:
+        st = path.stat()
+    except OSError:
+        st = None
+    ck, tok = _read_gguf(str(path), st.st_mtime_ns if st else 0, st.st_size if st else 0)
     card = ck.card()
     card["name"] = _QUANT_SUFFIX.sub("", path.stem) or card["name"]
     card["fim"] = tok.fim_tokens is not None
     card["chat"] = tok.chat_template is not None
     eos = tuple(dict.fromkeys([*ck.config.eos_token_ids, *tok.eos_token_ids]))
     return Checkpoint(path, ck.config, tok, eos, card, False, ck)
+
+
+@functools.lru_cache(maxsize=2)
+def _read_gguf(path: str, mtime_ns: int, size: int):
+    """Header and tokenizer of a GGUF file, once per process and file version (parsing a
+    49k-token vocabulary takes seconds; the engine and the quality harness both open the file)."""
+    from .gguf_model import GGUFCheckpoint
+    from .gguf_tokenizer import tokenizer_from_gguf
+
+    ck = GGUFCheckpoint.open(Path(path))
+    return ck, tokenizer_from_gguf(ck.reader, ck.metadata, Path(path).name)
 
 
 def _open_folder(path: Path) -> Checkpoint:
