@@ -6,7 +6,8 @@ For the few kernels Triton cannot express (thread-block clusters, distributed sh
 the cluster-dimension and programmatic-dependent-launch attributes, on the current torch stream, so
 it is captured into CUDA graphs like any torch or Triton launch. NVRTC comes with the CUDA build of
 torch (the nvidia-cuda-nvrtc wheel); `available()` says whether it and a GPU of compute capability
->= 9.0 are here. Nothing is imported or loaded until first use: CPU machines never touch this.
+>= 9.0 are here. Nothing is imported or loaded until first use: CPU machines never touch this. The sources live in
+kernels/csrc (`load_source`), with one shared header (common.cuh).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import glob
 import os
 import sys
 from functools import lru_cache
+from pathlib import Path
 
 import torch
 
@@ -90,6 +92,22 @@ def available(device=None) -> bool:
     except (OSError, CudaError):
         return False
     return True
+
+
+CSRC = Path(__file__).parent / "csrc"
+
+
+@lru_cache(maxsize=None)
+def load_source(name: str) -> str:
+    """The CUDA C text of kernels/csrc/<name>, each `#include "X"` line replaced by csrc/X's text (so NVRTC
+    needs no include path); the launcher prepends its variant's #defines."""
+    lines = []
+    for line in (CSRC / name).read_text().splitlines(keepends=True):
+        if line.startswith('#include "'):
+            lines.append(load_source(line.split('"')[1]))
+        else:
+            lines.append(line)
+    return "".join(lines)
 
 
 def nvrtc_compile(source: str, arch: str, options: tuple[str, ...] = ()) -> bytes:

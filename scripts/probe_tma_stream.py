@@ -22,7 +22,7 @@ import torch
 from kernels import _cuda_rtc, stream_gemv
 from kernels.bench_kernels import graph_us
 
-SRC = stream_gemv.MBARRIER_CUDA + r"""
+SRC = _cuda_rtc.load_source("common.cuh") + r"""
 struct P { const unsigned char* w; const void* tmap; float* sink; int R; int K; };
 extern "C" __global__ void __launch_bounds__(288, 1) stream_probe(const __grid_constant__ P p) {
   __shared__ __align__(8) u64 full[NS], empty[NS];

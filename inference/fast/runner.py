@@ -250,9 +250,19 @@ class FastRunner(Runner):
         """Logits [V] for the token in self.token at position self.pos (no sampling)."""
         self._embed()
         self._layers()
+        self._lm_head()
+        return self.logits
+
+    def _lm_head(self):
+        """Final norm + LM head: logits from x."""
         rmsnorm_gemv(self.x, self.w.lm_head, self.logits, norm_w=self.w.norm, eps=self.cfg.rms_norm_eps, pdl=self.pdl,
                      tuning=self.tuning)
-        return self.logits
+
+    def _lm_head_argmax(self):
+        """Final norm + LM head + argmax + feeding the token back (the greedy step's last launch)."""
+        w = self.w
+        lm_head_argmax(self.x, w.lm_head, self.logits, self.token, self.pos, w.embed, self.argmax_scratch,
+                       norm_w=w.norm, eps=self.cfg.rms_norm_eps, ring=self.ring, pdl=self.pdl, tuning=self.tuning)
 
     def _fused_step(self) -> bool:
         greedy, use_penalty = self.sampler.mode[:2]
@@ -261,12 +271,11 @@ class FastRunner(Runner):
     def _step_body(self):
         """One decode step for the embedding in x: ends with token, pos, x and the ring updated."""
         self._layers()
-        w, eps = self.w, self.cfg.rms_norm_eps
+        w = self.w
         if self._fused_step():
-            lm_head_argmax(self.x, w.lm_head, self.logits, self.token, self.pos, w.embed, self.argmax_scratch,
-                           norm_w=w.norm, eps=eps, ring=self.ring, pdl=self.pdl, tuning=self.tuning)
+            self._lm_head_argmax()
             return
-        rmsnorm_gemv(self.x, w.lm_head, self.logits, norm_w=w.norm, eps=eps, pdl=self.pdl, tuning=self.tuning)
+        self._lm_head()
         s = self.sampler
         greedy, use_penalty = s.mode[:2]
         if greedy:  # with a repetition penalty (or fused_greedy off)
@@ -322,7 +331,34 @@ class FastRunner(Runner):
             for pos in (len(prompt_ids) + params.max_tokens - 1, len(prompt_ids)):  # of the last and first step
                 self._select_attention(pos)
                 self._graph()
+            if params.speculate and params.greedy and params.repetition_penalty == 1.0:
+                self._verifier().capture(len(prompt_ids), len(prompt_ids) + params.max_tokens)
         return self.token.clone()
+
+    def _verifier(self):
+        """Speculative decoding's verify step (inference.speculative.fast_verify), built on first use."""
+        if getattr(self, "verifier", None) is None:
+            from ..speculative.fast_verify import FastVerifier
+            self.verifier = FastVerifier.for_runner(self)
+        return self.verifier
+
+    @property
+    def max_draft(self) -> int:
+        return self._verifier().width - 1
+
+    @torch.inference_mode()
+    def verify(self, draft: list[int]) -> list[int]:
+        """The accepted drafted tokens and the model's next one (greedy); a plain step where the verify
+        step's rows would pass the end of the cache."""
+        v = self._verifier()
+        if not v.fits(self.host_pos):
+            slot = self.step().numpy()
+            while slot[0] < 0:
+                pass
+            return [int(slot[0])]
+        out = v.run(draft, self.host_pos) if self.use_graph else v.run_eager(draft, self.host_pos)
+        self.host_pos += len(out)
+        return out
 
     @torch.inference_mode()
     def step(self) -> Tensor:

@@ -154,7 +154,8 @@ def test_on_cpu_one_step_is_in_flight_so_nothing_runs_after_a_stop(engine):
     real_step = engine.runner.step
     engine.runner.step = lambda: steps.append(1) or real_step()
     try:
-        got, _, fin = run(engine, Prompt.completion("def fib(n):"), max_tokens=8, stop_token_ids=[ids[stop_at]])
+        got, _, fin = run(engine, Prompt.completion("def fib(n):"), max_tokens=8, stop_token_ids=[ids[stop_at]],
+                          speculate=False)  # the plain loop: one runner.step per token
     finally:
         del engine.runner.step
     assert got == ids[:stop_at + 1] and fin.stats.finish_reason == "stop"

@@ -1,0 +1,51 @@
+"""Spec for kernels/csrc: the CUDA C sources load from their files with the shared header pasted in, hold the
+kernels the launchers name, and (where nvcc is installed) compile for sm_90a as the launchers assemble them."""
+
+import shutil
+import subprocess
+
+import pytest
+
+from kernels import _cuda_rtc, cluster_attention, stream_gemv
+
+
+def test_each_source_loads_with_the_shared_header_pasted_in_once():
+    header = _cuda_rtc.load_source("common.cuh")
+    for name in ("stream_gemv.cu", "cluster_attention.cu"):
+        src = _cuda_rtc.load_source(name)
+        assert '#include "' not in src
+        assert src.count(header) == 1
+        assert src.count("void ldsm4(") == 1  # a helper both kernels use, defined once
+
+
+def test_the_sources_hold_the_kernels_the_launchers_launch():
+    assert 'extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(const Params prm)' \
+        in stream_gemv._SOURCE
+    assert 'extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(' in cluster_attention._SOURCE
+    p = stream_gemv.plan([("residual", 1536, 1536)], 132, 80 << 10)
+    src, name = stream_gemv.source((("residual", -1, -1, 1536),), False, p["stages"], p["sums"],
+                                   (p["kc"], p["pad"]), 1, p["xwords"], 0, True, None, p["tiles"])
+    assert name == "stream_gemv_residual" and src.startswith("#define ")
+    assert "#define KERNEL_NAME stream_gemv_residual\n" in src and src.endswith(stream_gemv._SOURCE)
+
+
+def _variants():
+    p = stream_gemv.plan([("gate_up", 8960, 1536)], 132, 164 << 10, skew=(32, 16))
+    sg, _ = stream_gemv.source((("gate_up", 0, -1, 1536),), False, p["stages"], p["sums"], (p["kc"], p["pad"]),
+                               1, p["xwords"], 0, False, None, p["tiles"])
+    defines = {"G": 6, "HQ": 12, "HKV": 2, "CLUSTER": 16, "MIN_CHUNK": 64, "CACHE_HALF": 0, "HAS_NORM": 0,
+               "NORM_KIND": 0, "EARLY": 1, **cluster_attention.PROBE_DEFINES}
+    ca = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + cluster_attention._SOURCE
+    return {"stream_gate_up_silu": sg, "attn_cluster": ca}
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (the GPU tests compile with NVRTC)")
+@pytest.mark.parametrize("kernel", ["stream_gate_up_silu", "attn_cluster"])
+def test_a_runner_variant_compiles_for_sm90a(kernel, tmp_path):
+    src = tmp_path / "k.cu"
+    src.write_text(_variants()[kernel])
+    r = subprocess.run(["nvcc", "-ptx", "-arch=sm_90a", "-std=c++17", "--use_fast_math", "-o", str(tmp_path / "k.ptx"),
+                        str(src)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f".entry {kernel}(" in (tmp_path / "k.ptx").read_text()
