@@ -35,9 +35,10 @@ def model_argument(model: str | None) -> str:
     return model or settings.PLAYGROUND_MODEL or "default"
 
 
-def load_engine(model: str | None, device: str | None = None, dtype: str | None = None, weights: str | None = None):
+def load_engine(model: str | None, device: str | None = None, dtype: str | None = None, weights: str | None = None,
+                tp: int = 1):
     """Engine for the worker; raises EngineError (CheckpointError etc.) with a clear message. weights: None
-    (the checkpoint's, in dtype) or "fp8" (Engine.from_pretrained)."""
+    (the checkpoint's, in dtype) or "fp8" (Engine.from_pretrained); tp > 1: split over tp GPUs or processes."""
     from inference.engine import Engine
     from inference.errors import EngineError
 
@@ -49,5 +50,5 @@ def load_engine(model: str | None, device: str | None = None, dtype: str | None 
     name = model_argument(model)
     if name.startswith("synthetic:"):  # written with the serving device's generator (fast on a GPU)
         name = str(synthetic_checkpoint(device, shape=name.removeprefix("synthetic:")))
-    return Engine.from_pretrained(name, device=device, dtype=dtype, weights=weights,
+    return Engine.from_pretrained(name, device=device, dtype=dtype, weights=weights, tp=tp,
                                   cache_dir=settings.PLAYGROUND_CACHE_DIR)
