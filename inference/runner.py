@@ -89,6 +89,14 @@ class ReferenceRunner(Runner):
         return self.last
 
     @torch.inference_mode()
+    def forced_logits(self, token: int) -> Tensor:
+        """Teacher forcing (quality harness, tests): decode `token` at the next position -> logits
+        [V] float32; the sampler is not advanced. FastRunner has the same call."""
+        logits = self.model.forward(torch.tensor([token], device=self.device), self.pos, self.cache)[0]
+        self.pos += 1
+        return logits
+
+    @torch.inference_mode()
     def verify(self, draft: list[int]) -> list[int]:
         """Greedy check of `draft` (no repetition penalty): the cache rows written for rejected
         tokens lie past the new position, and every later forward overwrites a row before reading it."""

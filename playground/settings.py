@@ -11,7 +11,7 @@ Environment variables (all optional):
   PLAYGROUND_CSRF_TRUSTED_ORIGINS  comma list, e.g. https://play.example.com (behind a TLS proxy)
   PLAYGROUND_DB             SQLite path (default ./db.sqlite3)
   PLAYGROUND_CACHE_DIR      where synthetic checkpoints and the secret key live
-  PLAYGROUND_MODEL          model folder or hub id for the worker
+  PLAYGROUND_MODEL          the worker's model: .gguf file, folder, hub id or synthetic:SHAPE (default SmolLM2)
   PLAYGROUND_MAX_TOKENS     upper bound for max_tokens (default 8192)
   PLAYGROUND_SERVE_STATIC   "0" to leave /static/ to a front web server
   PLAYGROUND_METRICS_TOKEN  bearer token that opens /metrics on a public bind (else staff only)

@@ -40,7 +40,7 @@ from django.conf import settings
 
 from inference.engine import FinishEvent
 from inference.errors import EngineError
-from inference.prompts import FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, Prompt
+from inference.prompts import Prompt
 from inference.sampling import SamplingParams
 
 from . import protocol as p
@@ -150,7 +150,7 @@ def model_capabilities(engine) -> dict:
     tok = getattr(engine, "tokenizer", None)
     if tok is None:
         return {}
-    return {"fim": all(tok.token_id(t) is not None for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)),
+    return {"fim": getattr(tok, "fim_tokens", None) is not None,
             "chat_template": bool(tok.chat_template)}
 
 
@@ -320,7 +320,7 @@ class Worker:
             "current_run": current[0] if current else None,
             "gpu_memory_used_mb": used,
             "gpu_memory_total_mb": total,
-            "info": {**{k: v for k, v in info.items() if isinstance(v, (str, int, float, bool))},
+            "info": {**{k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) or k == "card"},
                      **self.capabilities, "control_channel": self.channel},
         }, job_finished=job_finished)
         if current and status is not None and status != Run.RUNNING:  # cancelled or failed elsewhere
