@@ -11,7 +11,7 @@ MODEL=${MODEL:-/tmp/smollm2.gguf}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 PY=${PY:-python}
 
-$PY -m inference.bench --model "$MODEL" --context 512 --tokens 512 --contexts 4096 --ttft 128,1024 \
+$PY -m inference.bench --model "$MODEL" --weights bf16,fp8 --context 512 --tokens 512 --contexts 4096 --ttft 128,1024 \
     --json "$LOG/bench.json" > "$LOG/bench.log" 2>&1
 bench_rc=$?
 $PY -m inference.quality --model "$MODEL" --device cuda --tokens 2048 --window 512 \
