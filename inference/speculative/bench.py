@@ -113,6 +113,13 @@ def edit_main(args, engine) -> dict:
 
 
 def verify_cost(engine, context: int, iters: int = 50) -> dict:
+    import torch
+
+    with torch.inference_mode():
+        return _verify_cost(engine, context, iters)
+
+
+def _verify_cost(engine, context: int, iters: int) -> dict:
     """Device time per replay of the one-token step graph and of the verify graph (width 9), us."""
     import torch
 
