@@ -2,11 +2,13 @@
 
 Production layout: REDIS_URL set; N `daphne playground.asgi:application` processes and one
 of these per GPU (`--device cuda:0`, `cuda:1`, ... or CUDA_VISIBLE_DEVICES). All share the
-"inference" queue on Redis; each job is received by exactly one worker.
+"inference" queue on Redis; each job is received by exactly one worker. SIGTERM or Ctrl-C fails
+the running job with a message to its client and exits cleanly; layer errors are retried.
 """
 from __future__ import annotations
 
 import asyncio
+import signal
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.core.management.base import BaseCommand, CommandError
@@ -43,7 +45,17 @@ class Command(BaseCommand):
         worker = Worker(engine, layer, worker_id=worker_id)
         self.stdout.write(f"Worker {worker.worker_id}: {engine.info.get('model')} on {device}, "
                           f"weights {engine.info.get('weights')}")
-        try:
-            asyncio.run(worker.run())
-        except KeyboardInterrupt:
-            worker.stop()
+        self.stdout.flush()
+        asyncio.run(serve(worker))
+
+
+async def serve(worker: Worker) -> None:
+    """Run the worker; SIGTERM (systemd, Kubernetes) and SIGINT stop it cleanly: the running job
+    is failed with a message its client sees, the worker leaves the dashboard."""
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, worker.request_stop)
+    try:
+        await worker.run()
+    finally:
+        worker.stop()
