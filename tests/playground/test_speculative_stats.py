@@ -26,3 +26,17 @@ def test_api_timings_report_speculation():
         True, 40, 30, 10, 3.0)
     plain = timings({"prompt_tokens": 1, "generated_tokens": 2}, 1.0)
     assert (plain["speculative"], plain["draft_n"], plain["draft_n_accepted"]) == (False, 0, 0)
+
+
+def test_speculate_is_a_sampling_field_on_both_doors():
+    import pytest
+
+    from playground.protocol import ProtocolError, page_params, parse_sampling, sampling_json
+
+    assert parse_sampling({}).speculate is True
+    assert parse_sampling({"speculate": False}).speculate is False
+    assert parse_sampling({"speculate": "off"}).speculate is False
+    assert sampling_json(parse_sampling({"speculate": False})) == {"speculate": False}
+    assert page_params()["speculate"] is True
+    with pytest.raises(ProtocolError, match="speculate must be true or false"):
+        parse_sampling({"speculate": 3})
