@@ -11,8 +11,8 @@ from playground.worker import FrameStream
 
 async def test_frames_carry_the_accepted_drafted_tokens_so_far():
     stream = FrameStream(asyncio.get_running_loop(), time.perf_counter())
-    stream.push([1], "a", time.perf_counter(), 0)
-    stream.push([2, 3], "bc", time.perf_counter(), 4)
+    stream.push([1], "a", time.perf_counter(), accepted=0)
+    stream.push([2, 3], "bc", time.perf_counter(), accepted=4)
     stream.close(stats={})
     frames = [f async for f in stream.frames(0.0)]
     assert frames[-1]["accepted"] == 4 and frames[-1]["tokens"] == 3
