@@ -87,7 +87,7 @@ class Engine:
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
         bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)). The fast
-        path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | cuda | triton)
+        path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | triton)
         and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
         tp > 1 splits the model over tp processes (inference.parallel: reference path; `close()`
         stops them).
