@@ -3,14 +3,18 @@
     python -m inference.bench --shape qwen2.5-coder-1.5b [--context 512] [--tokens 512]
         [--contexts 4096,16384] [--ttft 128,1024,4096] [--vs hf] [--json FILE] [--model DIR]
         [--attention auto|cuda|triton] [--gemv auto|overlap|triton] [--tuning auto|generic|ROW]
+        [--weights bf16 | fp8 | fp8,bf16]
 
 Writes a synthetic (random-weight) checkpoint of the shape on the fly unless --model is given,
 then measures in one run: copy bandwidth (device-to-device, bytes read + written); decode tok/s
 and ms/token at batch 1 (greedy, EOS ignored, median of --repeats runs; plus the rate with
 temperature 0.8 / top-p 0.95 sampling at the first context); bytes read per token (all decode
-weights + the live KV cache at the mean context); MBU = bytes/token x tok/s / bandwidth; TTFT at
-several prompt lengths; optionally the transformers static-cache + torch.compile baseline on the
-same checkpoint. Prints a table last. GPU only.
+weights, FP8 scales included, + the live KV cache at the mean context); MBU = bytes/token x tok/s /
+bandwidth, and the step split into the time those bytes take at that bandwidth and the rest (what is
+not reading: launches, tails, attention's latency); TTFT at several prompt lengths; optionally the
+transformers static-cache + torch.compile baseline on the same checkpoint. --weights lists the weight
+formats to measure, each loaded in turn from the same checkpoint (fp8: inference.quant). Prints a
+table last. GPU only.
 """
 
 from __future__ import annotations
@@ -124,6 +128,28 @@ def hf_baseline(model_dir: Path, context: int, tokens: int) -> float:
     return statistics.median(rates)
 
 
+def measure(engine, contexts: list[int], ttft_lens: list[int], args, bw: float) -> dict:
+    """Decode rates by context (with bytes/token, MBU and the split), the sampled rate, TTFTs."""
+    rows = []
+    for c in contexts:
+        r = decode_rate(engine, c, args.tokens, args.repeats)
+        r["bytes_per_token"] = bytes_per_token(engine, c, args.tokens)
+        r["mbu"] = r["bytes_per_token"] * r["tok_s"] / bw
+        r["read_ms"] = 1000 * r["bytes_per_token"] / bw  # the bytes at the measured copy bandwidth
+        r["rest_ms"] = r["ms_per_token"] - r["read_ms"]
+        rows.append(r)
+        print(f"{engine.info['weights']} context {c}: {r['tok_s']:.0f} tok/s", file=sys.stderr)
+    sampled = decode_rate(engine, args.context, args.tokens, args.repeats, SAMPLED)
+    ttfts = {n: ttft(engine, n) for n in ttft_lens}
+    info = engine.info
+    return {"weights": info["weights"], "weights_detail": info["weights_detail"], "pdl": engine.runner.pdl,
+            "tuning": info["tuning"], "attention": info["attention"], "gemv": info["gemv"], "decode": rows, "sampled_decode": {**sampled, "params": SAMPLED},
+            "ttft_ms": ttfts}
+
+
+WEIGHTS = ("bf16", "fp8")
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m inference.bench", description=__doc__.split("\n")[0])
     p.add_argument("--shape", default="qwen2.5-coder-1.5b")
@@ -133,6 +159,7 @@ def main(argv=None) -> int:
     p.add_argument("--contexts", default="", help="extra contexts to report, e.g. 4096,16384")
     p.add_argument("--ttft", default="128,1024,4096", help="prompt lengths for TTFT")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--weights", default="bf16", help="weight formats to measure, comma-separated: bf16, fp8")
     p.add_argument("--vs", choices=["hf"], default=None)
     p.add_argument("--no-pdl", action="store_true", help="disable programmatic dependent launch")
     p.add_argument("--attention", choices=["auto", "cuda", "triton"], default=None,
@@ -142,6 +169,9 @@ def main(argv=None) -> int:
     p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    formats = [w for w in args.weights.split(",") if w]
+    if not formats or any(w not in WEIGHTS for w in formats):
+        p.error(f"--weights takes a comma-separated list of {', '.join(WEIGHTS)}, not {args.weights!r}")
     kernel_choice = {"attention": args.attention or os.environ.get("INFERENCE_ATTENTION", "auto"),
                      "gemv": args.gemv or os.environ.get("INFERENCE_GEMV", "auto"), "tuning": args.tuning}
     if not torch.cuda.is_available():
@@ -165,51 +195,52 @@ def main(argv=None) -> int:
         weights_note = "random weights"
 
     bw = copy_bandwidth()
-    t = time.perf_counter()
-    engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx, **kernel_choice)
-    if args.no_pdl:
-        engine.runner.pdl = False
-    load_s = time.perf_counter() - t
-    print(f"loaded in {load_s:.1f} s: {engine.info}", file=sys.stderr)
-
-    rows = []
-    for c in contexts:
-        r = decode_rate(engine, c, args.tokens, args.repeats)
-        r["bytes_per_token"] = bytes_per_token(engine, c, args.tokens)
-        r["mbu"] = r["bytes_per_token"] * r["tok_s"] / bw
-        rows.append(r)
-        print(f"context {c}: {r['tok_s']:.0f} tok/s", file=sys.stderr)
-    sampled = decode_rate(engine, args.context, args.tokens, args.repeats, SAMPLED)
-    ttfts = {n: ttft(engine, n) for n in ttft_lens}
+    runs = []
+    for fmt in formats:
+        t = time.perf_counter()
+        engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx,
+                                        weights=fmt, **kernel_choice)
+        if args.no_pdl:
+            engine.runner.pdl = False
+        print(f"loaded in {time.perf_counter() - t:.1f} s: {engine.info}", file=sys.stderr)
+        runs.append(measure(engine, contexts, ttft_lens, args, bw))
+        del engine
+        torch.cuda.empty_cache()
     result = {
         "shape": args.shape if not args.model else str(model_dir), "weights": weights_note,
-        "gpu": torch.cuda.get_device_name(), "dtype": "bfloat16", "batch": 1, "pdl": engine.runner.pdl,
-        "tuning": engine.info["tuning"], "attention": engine.info["attention"], "gemv": engine.info["gemv"],
-        "copy_bandwidth_GBs": bw / 1e9, "decode": rows, "sampled_decode": {**sampled, "params": SAMPLED},
-        "ttft_ms": ttfts,
+        "gpu": torch.cuda.get_device_name(), "dtype": "bfloat16", "batch": 1,
+        "copy_bandwidth_GBs": bw / 1e9, "runs": runs,
     }
-    del engine
-    torch.cuda.empty_cache()
     if args.vs == "hf":
         try:
             result["hf_static_compile_tok_s"] = hf_baseline(model_dir, args.context, args.tokens)
-            result["speedup_vs_hf"] = rows[0]["tok_s"] / result["hf_static_compile_tok_s"]
+            result["speedup_vs_hf"] = runs[0]["decode"][0]["tok_s"] / result["hf_static_compile_tok_s"]
         except Exception as e:  # the baseline is a comparison, not the product: report it, keep ours
             result["hf_error"] = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2))
 
-    print(f"\n{result['shape']} ({weights_note}), bf16, batch 1, {result['gpu']}, "
-          f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if result['pdl'] else 'off'}, tuning {result['tuning']} "
-          f"(attention {result['attention']}, GEMVs {result['gemv']})")
-    print("| context | tokens | tok/s | ms/token | GB read/token | MBU |")
-    print("|--------:|-------:|------:|---------:|--------------:|----:|")
-    for r in rows:
-        print(f"| {r['context']} | {r['tokens']} | {r['tok_s']:.0f} | {r['ms_per_token']:.3f} | "
-              f"{r['bytes_per_token'] / 1e9:.3f} | {100 * r['mbu']:.0f}% |")
-    print(f"sampled ({', '.join(f'{k} {v}' for k, v in SAMPLED.items() if k != 'seed')}) at context "
-          f"{args.context}: {sampled['tok_s']:.0f} tok/s")
-    print("TTFT: " + ", ".join(f"{n} tokens {ms:.1f} ms" for n, ms in ttfts.items()))
+    first = runs[0]
+    print(f"\n{result['shape']} ({weights_note}), bf16 activations, batch 1, {result['gpu']}, "
+          f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if first['pdl'] else 'off'}, tuning {first['tuning']} "
+          f"(attention {first['attention']}; GEMVs " + ", ".join(f"{r['weights']} {r['gemv']}" for r in runs) + ")")
+    print("| weights | context | tokens | tok/s | ms/token | GB read/token | MBU | read at copy bw, ms | rest, ms |")
+    print("|:--------|--------:|-------:|------:|---------:|--------------:|----:|-------------------:|---------:|")
+    for run in runs:
+        for r in run["decode"]:
+            print(f"| {run['weights']} | {r['context']} | {r['tokens']} | {r['tok_s']:.0f} | {r['ms_per_token']:.3f} | "
+                  f"{r['bytes_per_token'] / 1e9:.3f} | {100 * r['mbu']:.0f}% | {r['read_ms']:.3f} | "
+                  f"{r['rest_ms']:.3f} |")
+    for run in runs:
+        sampled, ttfts = run["sampled_decode"], run["ttft_ms"]
+        print(f"{run['weights']}: sampled ({', '.join(f'{k} {v}' for k, v in SAMPLED.items() if k != 'seed')}) at "
+              f"context {args.context}: {sampled['tok_s']:.0f} tok/s; TTFT: "
+              + ", ".join(f"{n} tokens {ms:.1f} ms" for n, ms in ttfts.items()))
+    if len(runs) > 1:
+        base = runs[-1]["decode"][0]["tok_s"]
+        print("speed-up at context " + str(args.context) + ": "
+              + ", ".join(f"{run['weights']}/{runs[-1]['weights']} {run['decode'][0]['tok_s'] / base:.2f}x"
+                          for run in runs[:-1]))
     if "hf_static_compile_tok_s" in result:
         print(f"transformers static cache + torch.compile: {result['hf_static_compile_tok_s']:.0f} tok/s "
               f"-> {result['speedup_vs_hf']:.2f}x")

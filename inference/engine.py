@@ -8,6 +8,11 @@ The decode loop never makes the device wait for the host: each step's token land
 memory (the fast path's graph writes it there itself) and is read `LAG` steps later, so stop
 conditions (EOS ids, stop strings, max_tokens, cancellation) are seen a few steps late and the
 overshoot is simply discarded. One Engine serves one request at a time; callers serialise.
+
+Greedy requests (no repetition penalty) on a runner that can verify drafts speculate by prompt
+lookup unless params.speculate is off: the tokens come from `inference.speculative`'s loop,
+which drafts from the prompt and output and checks several tokens per forward; the stop logic
+below reads them one by one either way, so the output is the same token for token.
 """
 
 from __future__ import annotations
@@ -27,8 +32,10 @@ from .detokenizer import IncrementalDetokenizer
 from .errors import EngineError, PromptError
 from .hub import resolve_model_path
 from .prompts import Prompt, build_prompt_ids
+from .quant import FP8_LM_HEAD, dequantize_model, describe, quantize_model
 from .runner import ReferenceRunner, Runner
 from .sampling import SamplingParams
+from .speculative import DraftConfig, PromptLookupDrafter, SpecStats, speculative_tokens
 from .stops import StopStrings
 from .tokenizer import Tokenizer
 
@@ -57,6 +64,14 @@ class GenerationStats:
     decode_ms: float  # device time from the first token to the last one timed (_DeviceTimer)
     finish_reason: str  # "stop" | "length" | "cancelled"
     seed: int = 0
+    # Speculation (zeros when the run did not speculate). decode_tok_s and decode_ms of a speculative run are
+    # host-clock figures over the same span as effective_tok_s (its tokens do not come one per device step).
+    speculative: bool = False
+    drafted: int = 0  # draft tokens sent to verify steps
+    accepted: int = 0  # draft tokens the model agreed with
+    verify_steps: int = 0
+    accepted_per_verify: float = 0.0  # mean accepted draft tokens per verify step (+1 = tokens per verify forward)
+    effective_tok_s: float = 0.0  # tokens after the first / host time from the first token to the last one read
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,6 +89,7 @@ class Engine:
         self.eos_ids = eos_ids
         self.info = info
         self._timer = _DeviceTimer(runner.device)
+        self.draft_config = DraftConfig()  # the prompt-lookup drafter's settings (speculative greedy runs)
 
     @property
     def max_context(self) -> int:
@@ -82,7 +98,8 @@ class Engine:
     @classmethod
     def from_pretrained(cls, path: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None,
                         fast: bool | None = None, max_context: int | None = None, attention: str = "auto",
-                        gemv: str = "auto", tuning: str = "auto", tp: int = 1) -> "Engine":
+                        gemv: str = "auto", tuning: str = "auto", tp: int = 1,
+                        weights: str | None = None) -> "Engine":
         """Load a model folder (or a hub id, when a network is there).
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
@@ -90,8 +107,12 @@ class Engine:
         path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | triton)
         and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
         tp > 1 splits the model over tp processes (inference.parallel: reference path; `close()`
-        stops them).
+        stops them). weights: None (the checkpoint's values in dtype), "fp8" (inference.quant: e4m3
+        linear layers with per-channel scales, quantized at load; activations in dtype; Triton GEMVs
+        only; off the fast path the reference forward runs the dequantized FP8 values; tp 1 only) or
+        a 16/32-bit name (bf16, fp16, fp32: the same as that dtype).
         """
+        fp8, dtype = _weight_format(weights, dtype)
         path = check_model_dir(resolve_model_path(path))
         device = str(device)
         if device.startswith("cuda") and not torch.cuda.is_available():
@@ -113,32 +134,50 @@ class Engine:
         cap = max_context or 32768
         ctx = min(cfg.max_position_embeddings, cap)
         load = functools.partial(load_weights, path, cfg, dtype=dtype)  # picklable: each TP rank loads with it
+        on_fast_path = tp == 1 and device.startswith("cuda") and fast is not False
+        if fp8 and tp != 1:
+            raise EngineError("FP8 weights run on one device (tp 1)")
+        if fp8 and on_fast_path and any(k % 4 for k in (cfg.hidden_size, cfg.q_size, cfg.intermediate_size)):
+            raise EngineError("FP8 weights on the fast path need hidden, attention and MLP sizes that are multiples of 4")
+        weights_detail = str(dtype).removeprefix("torch.")
         runner: Runner
         if tp != 1:
             if fast:
                 raise EngineError("the fast path runs on one GPU; --tp runs the tensor-parallel reference path")
             from .parallel.launch import LaunchSpec, launch
             runner = launch(LaunchSpec(cfg, load, tp, device, ctx))
-        elif device.startswith("cuda") and fast is not False:
-            from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
-
-            from .fast.runner import FastRunner
-            weights = load(device=device)
-            try:
-                row = tuning_table.by_name(tuning, weights.device)
-                runner = FastRunner(cfg, weights, ctx, attention=attention, gemv=gemv, tuning=row)
-            except ValueError as e:
-                raise EngineError(str(e)) from e
         else:
-            if fast:
-                raise EngineError("the fast path needs device='cuda'")
-            runner = ReferenceRunner(cfg, load(device=device), ctx)
+            tensors = load(device=device)
+            if fp8:
+                tensors = quantize_model(tensors, lm_head=FP8_LM_HEAD)
+                weights_detail = describe(tensors)
+            if on_fast_path:
+                from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
+
+                if fp8:
+                    from .fast.fp8 import Fp8Runner as FastRunner
+                else:
+                    from .fast.runner import FastRunner
+                try:
+                    row = tuning_table.by_name(tuning, tensors.device)
+                    runner = FastRunner(cfg, tensors, ctx, attention=attention, gemv=gemv, tuning=row)
+                except ValueError as e:
+                    raise EngineError(str(e)) from e
+            else:
+                if fast:
+                    raise EngineError("the fast path needs device='cuda'")
+                if fp8:  # the FP8 reference: the quantized values, dequantized, through the plain forward
+                    tensors = dequantize_model(tensors, dtype)
+                    weights_detail += f" (reference: dequantized to {str(dtype).removeprefix('torch.')})"
+                runner = ReferenceRunner(cfg, tensors, ctx)
         info = {
             "model": path.name,
             "path": str(path),
             "model_type": cfg.model_type,
             "device": str(runner.device),
             "dtype": str(dtype).removeprefix("torch."),
+            "weights": "fp8" if fp8 else str(dtype).removeprefix("torch."),  # the precision the linear layers are stored in
+            "weights_detail": weights_detail,
             "params": cfg.num_params(),
             "max_context": ctx,
             "runner": runner.name,
@@ -181,21 +220,23 @@ class Engine:
         timer.reset(params.max_tokens)
 
         first = self.runner.start(ids, params)
-        timer.push(first)
-        issued = 1
+        spec = self.speculates(params)
+        spec_stats = SpecStats()
+        if spec:
+            drafter = PromptLookupDrafter(ids, self.draft_config)
+            source = speculative_tokens(self.runner, first, drafter, params.max_tokens, _read_token, spec_stats,
+                                        lambda: _is_set(cancel), LAG)
+        else:
+            timer.push(first)
+            source = self._plain_tokens(params.max_tokens, cancel)
         generated, pieces = 0, []
         finish, stop_string_hit = None, False
-        ttft_ms = None
-        while finish is None:
-            # Keep the device LAG steps ahead of what we read back.
-            while issued < params.max_tokens and issued - generated < LAG and not _is_set(cancel):
-                timer.push(self.runner.step())
-                issued += 1
-            token = timer.pop()
+        ttft_ms = t_first = t_last = None
+        for token in source:
             generated += 1
-            now = time.perf_counter()
+            now = t_last = time.perf_counter()
             if ttft_ms is None:
-                ttft_ms = (now - t_start) * 1000
+                ttft_ms, t_first = (now - t_start) * 1000, now
             if token in stop_ids:
                 finish = "stop"
                 yield TokenEvent([token], "", now)
@@ -209,6 +250,9 @@ class Engine:
                 finish = "length"
             elif _is_set(cancel):
                 finish = "cancelled"
+            if finish is not None:
+                break
+        source.close()
         if not stop_string_hit:
             # Release what was held back (a partial character, a possible stop-string prefix).
             text, hit = stops.push(detok.flush())
@@ -217,6 +261,10 @@ class Engine:
                 pieces.append(tail)
                 yield TokenEvent([], tail, time.perf_counter())
         timed, decode_ms = timer.decode()
+        host_ms = (t_last - t_first) * 1000
+        effective = round((generated - 1) / (host_ms / 1000), 2) if generated > 1 and host_ms > 0 else 0.0
+        if spec:
+            timed, decode_ms = generated - 1, host_ms
         stats = GenerationStats(
             prompt_tokens=len(ids),
             generated_tokens=generated,
@@ -225,9 +273,62 @@ class Engine:
             decode_ms=round(decode_ms, 3),
             finish_reason=finish,
             seed=getattr(self.runner, "seed", 0),
+            speculative=spec,
+            drafted=spec_stats.drafted,
+            accepted=spec_stats.accepted,
+            verify_steps=spec_stats.verify_steps,
+            accepted_per_verify=round(spec_stats.accepted_per_verify, 3),
+            effective_tok_s=effective,
         )
         timer.drain()
+        if spec and self.runner.device.type == "cuda":  # plain steps still in flight when the loop stopped
+            torch.cuda.current_stream(self.runner.device).synchronize()
         yield FinishEvent(stats, "".join(pieces))
+
+    def speculates(self, params: SamplingParams) -> bool:
+        """Whether a request runs the speculative loop: greedy, no repetition penalty, asked for, and a
+        runner that can verify drafts."""
+        return (params.speculate and params.greedy and params.repetition_penalty == 1.0
+                and hasattr(self.runner, "verify"))
+
+    def _plain_tokens(self, max_tokens: int, cancel: Cancel | None) -> Iterator[int]:
+        """One token per step, the device kept LAG steps ahead of what is read back."""
+        timer = self._timer
+        issued = 1  # runner.start's token is in the timer's queue
+        for generated in range(max_tokens):
+            while issued < max_tokens and issued - generated < LAG and not _is_set(cancel):
+                timer.push(self.runner.step())
+                issued += 1
+            yield timer.pop()
+
+
+def _read_token(token: torch.Tensor) -> int:
+    """A plain step's token on the host: a device tensor is copied (a wait); a host one may be a ring
+    slot the device has yet to write (-1), polled like _DeviceTimer.pop does."""
+    if token.device.type != "cpu":
+        return int(token.item())
+    view = token.numpy()
+    while view[0] < 0:
+        time.sleep(0)
+    return int(view[0])
+
+
+WEIGHT_FORMATS = {"fp8": None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32,
+                  **{name: dt for name, dt in DTYPES.items()}}
+
+
+def _weight_format(weights: str | None, dtype: str | torch.dtype | None) -> tuple[bool, str | torch.dtype | None]:
+    """(fp8?, dtype) for Engine.from_pretrained's weights and dtype arguments."""
+    if weights is None:
+        return False, dtype
+    if weights not in WEIGHT_FORMATS:
+        raise EngineError(f"unknown weights {weights!r} (use fp8, bf16, fp16 or fp32)")
+    as_dtype = WEIGHT_FORMATS[weights]
+    if as_dtype is None:
+        return True, dtype
+    if dtype is not None and DTYPES.get(dtype, dtype) != as_dtype:
+        raise EngineError(f"weights {weights!r} contradicts dtype {dtype!r}")
+    return False, as_dtype
 
 
 def _is_set(cancel: Cancel | None) -> bool:

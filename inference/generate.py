@@ -1,6 +1,6 @@
 """Command line: generate from a model folder, streaming to stdout or as one JSON object.
 
-    python -m inference.generate --model DIR [--device cpu|cuda] [--dtype float32|bfloat16]
+    python -m inference.generate --model DIR [--device cpu|cuda] [--dtype float32|bfloat16] [--weights fp8]
         (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT | --fim-prefix A --fim-suffix B)
         --max-tokens N [--temperature T] [--top-p P] [--top-k K] [--min-p P]
         [--repetition-penalty R] [--seed S] [--stop STR ...] [--ignore-eos] [--json]
@@ -43,6 +43,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable); not emitted")
     p.add_argument("--ignore-eos", action="store_true", help="keep generating past EOS")
+    p.add_argument("--weights", default=None, choices=["fp8", "bf16", "fp16", "fp32"],
+                   help="fp8: e4m3 linear layers with per-channel scales, quantized at load (default: --dtype)")
     p.add_argument("--max-context", type=int, default=None, help="KV cache length (default min(model, 32768))")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     p.add_argument("--attention", choices=["auto", "cuda", "triton"], default=None,
@@ -87,7 +89,8 @@ def main(argv=None) -> int:
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
         engine = Engine.from_pretrained(args.model, device=device, dtype=args.dtype, max_context=args.max_context,
                                         attention=args.attention or os.environ.get("INFERENCE_ATTENTION", "auto"),
-                                        gemv=args.gemv or os.environ.get("INFERENCE_GEMV", "auto"), tuning=args.tuning)
+                                        gemv=args.gemv or os.environ.get("INFERENCE_GEMV", "auto"), tuning=args.tuning,
+                                        weights=args.weights)
         token_ids: list[int] = []
         for ev in engine.generate(prompt, params):
             if isinstance(ev, FinishEvent):
@@ -109,7 +112,7 @@ def main(argv=None) -> int:
         sys.stdout.write("\n")
         print(f"[{stats.generated_tokens} tokens, {stats.finish_reason}; prompt {stats.prompt_tokens} tokens; "
               f"TTFT {stats.ttft_ms:.1f} ms; decode {stats.decode_tok_s:.1f} tok/s; "
-              f"{engine.info['runner']} on {engine.info['device']} {engine.info['dtype']}]", file=sys.stderr)
+              f"{engine.info['runner']} on {engine.info['device']} {engine.info['dtype']}, weights {engine.info['weights']}]", file=sys.stderr)
     return 0
 
 

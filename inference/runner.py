@@ -5,6 +5,9 @@ calls that both return the sampled token as a device tensor (never a Python int,
 not wait for the device):
     start(prompt_ids, params) -> token [1]   prefill the prompt, sample the first token
     step()                    -> token [1]   decode the last sampled token, sample the next
+A runner that can check drafted tokens (speculative decoding, greedy requests) also has
+    verify(draft)             -> list[int]   feed the last token + the k drafted ones in one forward;
+                                             the accepted prefix and the model's next token (1..k+1)
 `ReferenceRunner` runs the plain-PyTorch reference forward eagerly (CPU or CUDA). The GPU fast
 path (`inference.fast.runner.FastRunner`) implements the same two calls over Triton kernels and
 one CUDA graph per step.
@@ -61,3 +64,23 @@ class ReferenceRunner(Runner):
         self.pos += 1
         self.last = self.sampler(logits[0])
         return self.last
+
+    @torch.inference_mode()
+    def verify(self, draft: list[int]) -> list[int]:
+        """Greedy check of `draft` (no repetition penalty): the cache rows written for rejected
+        tokens lie past the new position, and every later forward overwrites a row before reading it."""
+        ids = torch.cat([self.last, torch.tensor(draft, dtype=torch.int64, device=self.device)])
+        greedy = self.model.forward(ids, self.pos, self.cache).argmax(-1).tolist()
+        n = accepted_length(draft, greedy)
+        self.pos += n + 1
+        self.last = torch.tensor(greedy[n:n + 1], dtype=torch.int64, device=self.device)
+        self.sampler.step.add_(n + 1)
+        return greedy[:n + 1]
+
+
+def accepted_length(draft: list[int], greedy: list[int]) -> int:
+    """How many drafted tokens agree with the model's greedy choices (greedy[i] follows draft[:i])."""
+    n = 0
+    while n < len(draft) and draft[n] == greedy[n]:
+        n += 1
+    return n

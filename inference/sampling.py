@@ -34,6 +34,7 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] | None = None  # None = the model's EOS ids
     ignore_eos: bool = False
+    speculate: bool = True  # prompt-lookup speculation for greedy requests (sampled ones never speculate)
 
     def __post_init__(self):
         def setf(name, value):
@@ -55,6 +56,7 @@ class SamplingParams:
                f"seed must be an integer in [0, 2^63), got {self.seed!r}")
         _check(all(isinstance(s, str) and s for s in self.stop), "stop strings must be non-empty strings")
         _check(len(self.stop) <= MAX_STOP_STRINGS, f"at most {MAX_STOP_STRINGS} stop strings, got {len(self.stop)}")
+        _check(isinstance(self.speculate, bool), f"speculate must be true or false, got {self.speculate!r}")
         _check(self.stop_token_ids is None or all(_is_int(t) and t >= 0 for t in self.stop_token_ids),
                "stop_token_ids must be non-negative integers")
 

@@ -2,7 +2,8 @@
 
 `checkpoint.load_weights` fills these from Hugging Face safetensors; the reference forward and
 the GPU fast path both read them. Projections that consume the same input are packed at load
-time (q|k|v into `qkv`, gate|up into `gate_up`) so a decode step reads each input once.
+time (q|k|v into `qkv`, gate|up into `gate_up`) so a decode step reads each input once. With FP8
+weights (inference.quant) the linear fields and the LM head hold `Fp8Weight`s (e4m3 values + scales).
 This file only describes the layout; it does no I/O.
 """
 
@@ -50,8 +51,8 @@ class ModelWeights:
         return self.embed.dtype
 
     def nbytes(self) -> int:
-        """Bytes held on the device (a tied embedding counted once)."""
+        """Bytes held on the device (a tied embedding counted once; FP8 weights with their scales)."""
         ts = [self.embed, self.norm] + [t for layer in self.layers for t in layer.tensors()]
         if not self.tied:
             ts.append(self.lm_head)
-        return sum(t.numel() * t.element_size() for t in ts)
+        return sum(t.numel() * t.element_size() if isinstance(t, Tensor) else t.nbytes() for t in ts)

@@ -13,8 +13,10 @@ it yet, the queued Run is marked cancelled and the worker skips it.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 
+from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
@@ -39,15 +41,24 @@ class GenerateConsumer(AsyncWebsocketConsumer):
             except Exception:
                 log.exception("consumer: cancelling run %s on disconnect failed", self.run_id)
 
+    async def dispatch(self, message):
+        """Every handler (browser frames and gen.* messages): a failure is logged once and
+        answered with an error frame; the socket stays open."""
+        try:
+            await super().dispatch(message)
+        except StopConsumer:
+            raise
+        except Exception:  # a bug or a layer/database fault
+            log.exception("consumer: handling %r failed", message.get("type"))
+            with contextlib.suppress(Exception):
+                await self.send_json(p.error("the server could not handle that; try again", code="server_error"))
+
     # -- browser -> server ---------------------------------------------------------------
     async def receive(self, text_data=None, bytes_data=None):
         try:
             await self._receive(text_data)
         except p.ProtocolError as e:
             await self.send_json(e.frame())
-        except Exception:  # a bug or a layer/database fault: answer, keep the socket open
-            log.exception("consumer: a frame failed")
-            await self.send_json(p.error("the server could not handle that frame; try again"))
 
     async def _receive(self, text_data):
         if text_data is None:

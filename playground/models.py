@@ -1,12 +1,15 @@
 """Database rows: one Run per generation, Playground snapshots behind share links,
-and one WorkerStatus heartbeat row per GPU worker.
+one WorkerStatus heartbeat row per GPU worker, and the ApiKeys of the HTTP API.
 
+A Run is also its transcript: what was asked (code, instruction, earlier conversation turns,
+system prompt, params) and how it ended (output, finish reason, error, stats).
 Rows only; who writes what: the consumer creates Runs (status "queued"), the worker
 moves them through running -> done/cancelled/error and writes output and stats,
 the save view creates Playgrounds. No model code here.
 """
 from __future__ import annotations
 
+import hashlib
 import secrets
 
 from django.db import models
@@ -28,6 +31,9 @@ class Run(models.Model):
     code = models.TextField(blank=True)  # complete: the code; infill: prefix + suffix
     cursor = models.IntegerField(null=True, blank=True)  # infill: split point in `code`
     instruction = models.TextField(blank=True)  # instruct mode
+    # instruct follow-ups: the earlier turns ([{"role", "content"}, ...]) and the system prompt
+    turns = models.JSONField(default=list, blank=True)
+    system_prompt = models.TextField(blank=True)
     params = models.JSONField(default=dict)
     status = models.CharField(max_length=16, choices=STATUSES, default=QUEUED, db_index=True)
     output = models.TextField(blank=True)
@@ -42,6 +48,10 @@ class Run(models.Model):
     stats = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Who asked: "browser" (the WebSocket), else the API key's name ("api" for a keyless local request).
+    source = models.CharField(max_length=100, default="browser", db_index=True)
+    api_key = models.ForeignKey("ApiKey", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs")
+    prompt_ids = models.JSONField(default=list, blank=True)  # API completion given as token ids
 
     class Meta:
         ordering = ["-created_at"]
@@ -67,6 +77,8 @@ class Playground(models.Model):
     code = models.TextField(blank=True)
     cursor = models.IntegerField(null=True, blank=True)
     instruction = models.TextField(blank=True)
+    turns = models.JSONField(default=list, blank=True)  # the conversation before `instruction`
+    system_prompt = models.TextField(blank=True)
     params = models.JSONField(default=dict)
     output = models.TextField(blank=True)
     stats = models.JSONField(default=dict, blank=True)
@@ -112,3 +124,37 @@ class WorkerStatus(models.Model):
 
     def __str__(self) -> str:
         return f"{self.worker_id} ({self.model} on {self.device})"
+
+
+def hash_api_key(secret: str) -> str:
+    """SHA-256 hex of a bearer key: keys are random 256-bit strings, so no salt or KDF is needed."""
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+class ApiKey(models.Model):
+    """A bearer key for /v1/ (stored hashed; the secret is shown once, at creation) and its limits."""
+
+    PREFIX = "pk-"
+
+    name = models.CharField(max_length=100, unique=True, help_text="shown as the source of this key's runs")
+    key_hash = models.CharField(max_length=64, unique=True, editable=False)
+    key_hint = models.CharField(max_length=16, blank=True, editable=False, help_text="the key's first characters")
+    active = models.BooleanField(default=True)
+    requests_per_minute = models.PositiveIntegerField(default=60, help_text="0 = no limit")
+    max_queued_runs = models.PositiveIntegerField(default=4, help_text="queued runs at once; 0 = no limit")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.key_hint}…)"
+
+    @classmethod
+    def create_key(cls, name: str, **limits) -> tuple["ApiKey", str]:
+        """A new key row and its secret (the only time the secret exists in clear)."""
+        secret = cls.PREFIX + secrets.token_urlsafe(32)
+        key = cls.objects.create(name=name, key_hash=hash_api_key(secret), key_hint=secret[:8], **limits)
+        return key, secret

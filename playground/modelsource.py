@@ -54,8 +54,9 @@ def model_argument(model: str | None, device: str) -> str:
     return model if model else str(synthetic_checkpoint(device))
 
 
-def load_engine(model: str | None, device: str | None = None, dtype: str | None = None):
-    """Engine for the worker; raises EngineError (CheckpointError etc.) with a clear message."""
+def load_engine(model: str | None, device: str | None = None, dtype: str | None = None, weights: str | None = None):
+    """Engine for the worker; raises EngineError (CheckpointError etc.) with a clear message. weights: None
+    (the checkpoint's, in dtype) or "fp8" (Engine.from_pretrained)."""
     from inference.engine import Engine
     from inference.errors import EngineError
 
@@ -64,4 +65,4 @@ def load_engine(model: str | None, device: str | None = None, dtype: str | None 
         raise EngineError(f"device {device!r} requested but no CUDA GPU is available (use --device cpu)")
     if device != "cpu" and not device.startswith("cuda"):
         raise EngineError(f"unknown device {device!r} (use cpu, cuda or cuda:N)")
-    return Engine.from_pretrained(model_argument(model, device), device=device, dtype=dtype)
+    return Engine.from_pretrained(model_argument(model, device), device=device, dtype=dtype, weights=weights)

@@ -22,6 +22,211 @@ from inference.sampling import MAX_STOP_STRINGS, SamplingParams
 
 # -- browser -> consumer -----------------------------------------------------------------------
 RUN, STOP, PING = "run", "stop", "ping"
+# -- HTTP API (OpenAI-compatible) -> RunRequest ------------------------------------------------
+# Unknown fields are ignored, as OpenAI does; features this server lacks are refused, never dropped.
+MAX_TOP_LOGPROBS = 20
+MAX_API_TEMPERATURE = 2.0  # OpenAI's range
+CHAT_ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+@dataclass(frozen=True)
+class ApiRequest:
+    """A validated /v1/completions or /v1/chat/completions body."""
+
+    kind: str  # "chat" | "completion"
+    run: RunRequest
+    model: str | None = None
+    stream: bool = False
+    include_usage: bool = False
+    logprobs: int | None = None  # None: off; k: each token's logprob and the top k alternatives
+    fit_context: bool = False  # no max_tokens given: generate up to the context (within the server cap)
+
+
+def _api_value(body: dict, key: str, kinds: tuple, what: str):
+    value = body.get(key)
+    if value is None:
+        return None
+    if (isinstance(value, bool) and bool not in kinds) or not isinstance(value, kinds):
+        raise ProtocolError(f"'{key}' must be {what}, got {type(value).__name__}", key)
+    return value
+
+
+def _refuse_unsupported(body: dict) -> None:
+    for key in ("n", "best_of"):
+        value = _api_value(body, key, (int,), "an integer")
+        if value is not None and value != 1:
+            raise ProtocolError(f"only {key}=1 is supported (batch size 1): send separate requests for more "
+                                f"choices", key)
+    if body.get("echo"):
+        raise ProtocolError("echo is not supported", "echo")
+    for key in ("tools", "functions", "logit_bias"):
+        if body.get(key):
+            raise ProtocolError(f"'{key}' is not supported by this server", key)
+    if body.get("tool_choice") not in (None, "none"):
+        raise ProtocolError("tool calling is not supported by this server", "tool_choice")
+    fmt = body.get("response_format")
+    if fmt is not None and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
+        raise ProtocolError('only response_format {"type": "text"} is supported', "response_format")
+    for key in ("presence_penalty", "frequency_penalty"):
+        if body.get(key) not in (None, 0, 0.0) or isinstance(body.get(key), bool):
+            raise ProtocolError(f"'{key}' is not supported (leave it out or send 0)", key)
+
+
+def _api_sampling(body: dict, max_tokens_keys: tuple[str, ...], cap: int | None) -> tuple[SamplingParams, bool]:
+    """SamplingParams from OpenAI's fields, and whether max_tokens was left to the server."""
+    raw: dict = {}
+    for key in max_tokens_keys:  # max_completion_tokens wins over the older max_tokens
+        if body.get(key) is not None:
+            try:
+                raw["max_tokens"] = parse_sampling({"max_tokens": body[key]}, max_tokens_cap=cap).max_tokens
+            except ProtocolError as e:
+                raise ProtocolError(e.message.replace("max_tokens", key), key) from None
+            break
+    fit = "max_tokens" not in raw
+    raw["max_tokens"] = raw.get("max_tokens", cap or _DEFAULTS.max_tokens)
+    for key in ("temperature", "top_p", "seed", "stop"):
+        if body.get(key) is not None:
+            raw[key] = body[key]
+    if isinstance(raw.get("temperature"), (int, float)) and not isinstance(raw["temperature"], bool) \
+            and raw["temperature"] > MAX_API_TEMPERATURE:
+        raise ProtocolError(f"temperature must be between 0 and {MAX_API_TEMPERATURE:g}, got {raw['temperature']}",
+                            "temperature")
+    if isinstance(raw.get("seed"), int) and not isinstance(raw["seed"], bool) and raw["seed"] < 0:
+        raw["seed"] %= 2**63  # OpenAI takes any 64-bit integer
+    return parse_sampling(raw, max_tokens_cap=cap), fit
+
+
+def _api_stream(body: dict) -> tuple[bool, bool]:
+    stream = bool(_api_value(body, "stream", (bool,), "a boolean"))
+    options = body.get("stream_options")
+    if options is not None and not isinstance(options, dict):
+        raise ProtocolError("'stream_options' must be an object", "stream_options")
+    include_usage = bool((options or {}).get("include_usage"))
+    if include_usage and not stream:
+        raise ProtocolError("'stream_options' is only allowed with stream=true", "stream_options")
+    return stream, include_usage
+
+
+def _api_model(body: dict) -> str | None:
+    return _api_value(body, "model", (str,), "a string") or None
+
+
+def parse_completion(body, *, max_input_chars: int, max_tokens_cap: int | None = None) -> ApiRequest:
+    """A /v1/completions body: prompt (text, token ids, or a batch of one), suffix (FIM), logprobs (int)."""
+    if not isinstance(body, dict):
+        raise ProtocolError("the request body must be a JSON object")
+    _refuse_unsupported(body)
+    params, fit = _api_sampling(body, ("max_tokens",), max_tokens_cap)
+    stream, include_usage = _api_stream(body)
+    prompt = body.get("prompt")
+    if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
+        prompt = prompt[0]  # a batch of one
+    suffix = body.get("suffix")
+    if suffix is not None:
+        suffix = text(suffix, "suffix", max_input_chars)
+    if isinstance(prompt, str):
+        prompt = text(prompt, "prompt", max_input_chars)
+        if suffix is None:
+            if not prompt:
+                raise ProtocolError("'prompt' is empty", "prompt")
+            run = RunRequest("complete", code=prompt, params=params)
+        else:
+            if not (prompt or suffix):
+                raise ProtocolError("fill-in-the-middle needs a prompt or a suffix (both are empty)", "suffix")
+            if len(prompt) + len(suffix) > max_input_chars:
+                raise ProtocolError(f"prompt + suffix is too long (at most {max_input_chars} characters)", "suffix")
+            run = RunRequest("infill", code=prompt + suffix, cursor=len(prompt), params=params)
+    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+        if suffix is not None:
+            raise ProtocolError("'suffix' needs a text prompt, not token ids", "suffix")
+        if any(t < 0 or t >= 2**31 for t in prompt):
+            raise ProtocolError("token ids must be integers in [0, 2^31)", "prompt")
+        if len(prompt) > max_input_chars:
+            raise ProtocolError(f"too many prompt tokens ({len(prompt)}, at most {max_input_chars})", "prompt")
+        run = RunRequest("complete", prompt_ids=tuple(prompt), params=params)
+    elif isinstance(prompt, list):
+        raise ProtocolError("'prompt' must be a string, a list of token ids, or a list holding one of those "
+                            "(batches of several prompts are not supported)", "prompt")
+    else:
+        raise ProtocolError("'prompt' is required (a string or a list of token ids)", "prompt")
+    logprobs = _api_value(body, "logprobs", (int,), "an integer")
+    if logprobs is not None and not 0 <= logprobs <= MAX_TOP_LOGPROBS:
+        raise ProtocolError(f"'logprobs' must be between 0 and {MAX_TOP_LOGPROBS}", "logprobs")
+    return ApiRequest("completion", run, _api_model(body), stream, include_usage, logprobs, fit)
+
+
+def _chat_content(n: int, message: dict) -> str:
+    content = message.get("content")
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: text only
+        texts = []
+        for part in content:
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise ProtocolError("only text content parts are supported", f"messages[{n}].content")
+            texts.append(part["text"])
+        return "".join(texts)
+    raise ProtocolError("message content must be a string or a list of text parts", f"messages[{n}].content")
+
+
+def _chat_turns(raw, max_input_chars: int) -> tuple[str, tuple, str]:
+    """OpenAI messages -> (system prompt, earlier turns, last user message), the shape of a browser
+    follow-up: leading system/developer messages become the system prompt; consecutive messages of
+    one role are joined; the conversation must then alternate user/assistant and end with the user."""
+    if not isinstance(raw, list) or not raw:
+        raise ProtocolError("'messages' must be a non-empty list of {role, content} objects", "messages")
+    merged: list[dict] = []
+    total = 0
+    for n, message in enumerate(raw):
+        if not isinstance(message, dict):
+            raise ProtocolError("each message must be an object with 'role' and 'content'", f"messages[{n}]")
+        role = message.get("role")
+        if role not in CHAT_ROLES:
+            raise ProtocolError(f"role must be one of {', '.join(CHAT_ROLES)}, got {_short(role)}",
+                                f"messages[{n}].role")
+        if message.get("tool_calls"):
+            raise ProtocolError("tool calls are not supported by this server", f"messages[{n}].tool_calls")
+        role, content = CHAT_ROLES[role], text(_chat_content(n, message), f"messages[{n}].content", max_input_chars)
+        total += len(content)
+        if role == "system" and any(m["role"] != "system" for m in merged):
+            raise ProtocolError("system messages must come before the conversation", f"messages[{n}].role")
+        if merged and merged[-1]["role"] == role:
+            merged[-1]["content"] += "\n\n" + content
+        else:
+            merged.append({"role": role, "content": content})
+    if total > max_input_chars:
+        raise ProtocolError(f"the messages are too long ({total} characters, at most {max_input_chars})", "messages")
+    system = merged.pop(0)["content"] if merged[0]["role"] == "system" else ""
+    if not merged or merged[-1]["role"] != "user":
+        raise ProtocolError("the last message must be from the user", "messages")
+    if merged[0]["role"] != "user":
+        raise ProtocolError("the conversation must start with a user message (after any system message)",
+                            "messages")
+    return system, tuple(merged[:-1]), merged[-1]["content"]
+
+
+def parse_chat(body, *, max_input_chars: int, max_tokens_cap: int | None = None) -> ApiRequest:
+    """A /v1/chat/completions body: messages (system/developer/user/assistant, text), logprobs + top_logprobs."""
+    if not isinstance(body, dict):
+        raise ProtocolError("the request body must be a JSON object")
+    _refuse_unsupported(body)
+    params, fit = _api_sampling(body, ("max_completion_tokens", "max_tokens"), max_tokens_cap)
+    stream, include_usage = _api_stream(body)
+    system, turns, instruction = _chat_turns(body.get("messages"), max_input_chars)
+    logprobs = None
+    if _api_value(body, "logprobs", (bool,), "a boolean"):
+        top = _api_value(body, "top_logprobs", (int,), "an integer") or 0
+        if not 0 <= top <= MAX_TOP_LOGPROBS:
+            raise ProtocolError(f"'top_logprobs' must be between 0 and {MAX_TOP_LOGPROBS}", "top_logprobs")
+        logprobs = top
+    elif body.get("top_logprobs") is not None:
+        raise ProtocolError("'top_logprobs' needs logprobs=true", "top_logprobs")
+    run = RunRequest("instruct", instruction=instruction, turns=turns, system=system, params=params)
+    return ApiRequest("chat", run, _api_model(body), stream, include_usage, logprobs, fit)
+
+
 # -- consumer -> browser -----------------------------------------------------------------------
 ACCEPTED, QUEUED, STARTED, FRAME, DONE, ERROR, PONG = "accepted", "queued", "started", "frame", "done", "error", "pong"
 # -- consumer -> worker (the "inference" queue and each worker's control channel) ---------------
@@ -32,6 +237,7 @@ GEN_STARTED, GEN_FRAME, GEN_DONE, GEN_ERROR = "gen.started", "gen.frame", "gen.d
 MODES = ("complete", "infill", "instruct")
 MAX_DEPTH = 8  # JSON nesting of a frame or body: {"params": {"stop": [...]}} needs 3
 MAX_STOP_CHARS = 200
+MAX_TURNS = 64  # earlier turns of an instruct conversation (32 exchanges)
 
 # Upper bounds beyond the engine's own range checks: every accepted value is finite and
 # harmless for the sampler (temperature 1e308 would turn logits into inf/NaN).
@@ -39,6 +245,9 @@ MAX_TEMPERATURE = 100.0
 MAX_TOP_K = 1_000_000  # larger than any vocabulary; top_k >= vocab is the same as off
 MAX_REPETITION_PENALTY = 100.0
 MAX_SEED = 2**63 - 1
+# Lower bounds where a tiny divisor would push fp32 logits to inf (0 = greedy stays allowed).
+MIN_TEMPERATURE = 1e-4
+MIN_REPETITION_PENALTY = 1e-2
 MAX_TOKENS_LIMIT = 1_000_000  # when the caller gives no server cap
 
 # The sampling fields a client may set, and their JSON types.
@@ -178,6 +387,12 @@ def parse_sampling(raw, *, max_tokens_cap: int | None = None) -> SamplingParams:
         if key in kwargs and kwargs[key] > upper:
             where = " on this server" if key == "max_tokens" else ""
             raise ProtocolError(f"{key} must be at most {upper}{where}, got {_short(kwargs[key])}", key)
+    if 0 < kwargs.get("temperature", 1) < MIN_TEMPERATURE:
+        raise ProtocolError(f"temperature must be 0 (greedy) or at least {MIN_TEMPERATURE}, "
+                            f"got {_short(kwargs['temperature'])}", "temperature")
+    if 0 < kwargs.get("repetition_penalty", 1) < MIN_REPETITION_PENALTY:
+        raise ProtocolError(f"repetition_penalty must be at least {MIN_REPETITION_PENALTY}, "
+                            f"got {_short(kwargs['repetition_penalty'])}", "repetition_penalty")
     for key, value in kwargs.items():  # the engine's checks, one field at a time: the message names it
         try:
             SamplingParams(**{key: tuple(value) if key == "stop" else value})
@@ -217,13 +432,19 @@ def page_params(saved: dict | None = None) -> dict:
 
 @dataclass(frozen=True)
 class RunRequest:
-    """A validated {"type": "run"} frame."""
+    """A validated {"type": "run"} frame, or an API request (a chat maps onto system + turns +
+    instruction; a completion may give token ids)."""
 
     mode: str
     code: str = ""  # complete: the code; infill: prefix + suffix
     cursor: int | None = None  # infill: len(prefix)
     instruction: str = ""
     params: SamplingParams = field(default_factory=SamplingParams)
+    # instruct follow-ups: the conversation before `instruction` ({"role", "content"} dicts,
+    # user/assistant alternating, starting with user) and an optional system prompt.
+    turns: tuple = ()
+    system: str = ""
+    prompt_ids: tuple[int, ...] = ()  # API completion: the prompt as token ids
 
     @property
     def prefix(self) -> str:
@@ -235,20 +456,24 @@ class RunRequest:
 
     def prompt(self) -> Prompt:
         if self.mode == "complete":
-            return Prompt.completion(self.code)
+            return Prompt.from_ids(self.prompt_ids) if self.prompt_ids else Prompt.completion(self.code)
         if self.mode == "infill":
             return Prompt.fim(self.prefix, self.suffix)
-        return Prompt.chat(self.instruction)
+        return Prompt.chat([*self.turns, {"role": "user", "content": self.instruction}], system=self.system or None)
 
     def to_json(self) -> dict:
-        return {"mode": self.mode, "code": self.code, "cursor": self.cursor, "instruction": self.instruction,
-                "params": sampling_json(self.params)}
+        out = {"mode": self.mode, "code": self.code, "cursor": self.cursor, "instruction": self.instruction,
+               "params": sampling_json(self.params), "turns": [dict(t) for t in self.turns], "system": self.system}
+        if self.prompt_ids:
+            out["prompt_ids"] = list(self.prompt_ids)
+        return out
 
     @classmethod
     def from_json(cls, data: dict) -> "RunRequest":
         """The job's copy (already validated once; parsed again so the worker holds real params)."""
         return cls(mode=data["mode"], code=data["code"], cursor=data["cursor"], instruction=data["instruction"],
-                   params=parse_sampling(data.get("params")))
+                   params=parse_sampling(data.get("params")), turns=tuple(data.get("turns") or ()),
+                   system=data.get("system") or "", prompt_ids=tuple(data.get("prompt_ids") or ()))
 
 
 def parse_mode(value) -> str:
@@ -278,7 +503,31 @@ def parse_run(frame: dict, *, max_input_chars: int, max_tokens_cap: int | None =
     instruction = field_text("instruction")
     if not instruction.strip():
         raise ProtocolError("write an instruction first", "instruction")
-    return RunRequest(mode, instruction=instruction, params=params)
+    turns, system = parse_turns(frame.get("turns"), max_input_chars), field_text("system")
+    if len(instruction) + len(system) + sum(len(t["content"]) for t in turns) > max_input_chars:
+        raise ProtocolError(f"the conversation is too long (at most {max_input_chars} characters in all); "
+                            "start a new chat", "turns")
+    return RunRequest(mode, instruction=instruction, params=params, turns=turns, system=system)
+
+
+def parse_turns(value, max_input_chars: int) -> tuple:
+    """An instruct run's earlier turns: [{"role": "user"|"assistant", "content": str}, ...],
+    alternating from "user" to a last "assistant" (absent or [] = a new conversation)."""
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise ProtocolError("'turns' must be a list of {role, content} objects", "turns")
+    if len(value) > MAX_TURNS:
+        raise ProtocolError(f"at most {MAX_TURNS} earlier turns, got {len(value)}; start a new chat", "turns")
+    if len(value) % 2:
+        raise ProtocolError("'turns' must end with the assistant's answer (pairs of user, assistant)", "turns")
+    turns = []
+    for n, turn in enumerate(value):
+        role = "user" if n % 2 == 0 else "assistant"
+        if not isinstance(turn, dict) or set(turn) != {"role", "content"} or turn["role"] != role:
+            raise ProtocolError(f"turn {n} must be {{\"role\": \"{role}\", \"content\": \"...\"}}", "turns")
+        turns.append({"role": role, "content": text(turn["content"], "turns", max_input_chars)})
+    return tuple(turns)
 
 
 # -- consumer -> browser -------------------------------------------------------------------------
@@ -351,8 +600,13 @@ def gen_done(run_id: int, finish_reason: str, stats: dict) -> dict:
     return {"type": GEN_DONE, "run_id": run_id, "finish_reason": finish_reason, "stats": stats}
 
 
-def gen_error(run_id: int, message: str) -> dict:
-    return {"type": GEN_ERROR, "run_id": run_id, "message": message}
+def gen_error(run_id: int, message: str, code: str | None = None) -> dict:
+    """code "invalid_request": the engine refused the request itself (too long for the context,
+    bad token ids); else the worker failed."""
+    msg = {"type": GEN_ERROR, "run_id": run_id, "message": message}
+    if code is not None:
+        msg["code"] = code
+    return msg
 
 
 def frame_from_gen(message: dict) -> dict:

@@ -14,14 +14,19 @@ from .protocol import RunRequest, sampling_json
 
 
 @database_sync_to_async
-def create_run(request: RunRequest, session_key: str) -> int:
+def create_run(request: RunRequest, session_key: str, source: str = "browser", api_key_id: int | None = None) -> int:
     run = Run.objects.create(
         session_key=session_key or "",
         mode=request.mode,
         code=request.code,
         cursor=request.cursor,
         instruction=request.instruction,
+        turns=[dict(t) for t in request.turns],
+        system_prompt=request.system,
         params=sampling_json(request.params),
+        prompt_ids=list(request.prompt_ids),
+        source=source,
+        api_key_id=api_key_id,
     )
     return run.pk
 
@@ -30,6 +35,11 @@ def create_run(request: RunRequest, session_key: str) -> int:
 def queued_ahead(run_id: int) -> int:
     """How many queued runs were created before this one (all workers together)."""
     return Run.objects.filter(status=Run.QUEUED, pk__lt=run_id).count()
+
+
+@database_sync_to_async
+def run_status(run_id: int) -> str | None:
+    return Run.objects.filter(pk=run_id).values_list("status", flat=True).first()
 
 
 @database_sync_to_async

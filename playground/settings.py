@@ -149,6 +149,9 @@ PLAYGROUND_FRAME_INTERVAL_S = 0.020
 PLAYGROUND_HEARTBEAT_S = 2.0
 PLAYGROUND_QUEUE_CHANNEL = "inference"
 PLAYGROUND_SERVE_STATIC = _env_bool("PLAYGROUND_SERVE_STATIC", True)
+# The address `manage.py playground` listens on (it sets this); "" = unknown (plain daphne), which
+# counts as public: the API then needs a key and /metrics staff or the metrics token.
+PLAYGROUND_BIND_HOST = ""
 
 LOGGING = {
     "version": 1,

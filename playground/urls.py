@@ -1,8 +1,9 @@
-"""HTTP routes: editor, share links, history partial, staff dashboard, admin."""
+"""HTTP routes: editor, share links, history partial, staff dashboard, admin, the OpenAI-compatible API."""
 from django.contrib import admin
 from django.urls import include, path
 
 from . import views
+from .api.urls import urlpatterns as api_urls
 
 playground_patterns = [
     path("", views.editor, name="editor"),
@@ -15,5 +16,6 @@ playground_patterns = [
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("v1/", include((api_urls, "api"))),
     path("", include((playground_patterns, "playground"))),
 ]

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from .models import Playground, Run, WorkerStatus
-from .protocol import MODES, ProtocolError, loads, page_params, sampling_json, text
+from .protocol import MODES, ProtocolError, loads, page_params, parse_turns, sampling_json, text
 from .services import parse_params
 from .sparkline import sparkline_points
 
@@ -45,6 +45,8 @@ def _snapshot(obj) -> dict:
         "code": obj.code,
         "cursor": obj.cursor,
         "instruction": obj.instruction,
+        "turns": obj.turns if isinstance(obj.turns, list) else [],
+        "system": obj.system_prompt,
         "params": page_params(obj.params if isinstance(obj.params, dict) else None),
     }
 
@@ -71,7 +73,10 @@ def editor(request):
     fork = request.GET.get("fork")
     if fork:
         source = get_object_or_404(Playground, slug=fork)
-        initial = {**_snapshot(source), "forked_from": source.slug, "origin": "fork"}
+        initial = {**_snapshot(source), "forked_from": source.slug, "origin": "fork",
+                   "transcript": {"run_id": None, "mode": source.mode, "status": Run.DONE, "output": source.output,
+                                  "finish_reason": (source.stats or {}).get("finish_reason", ""), "error": "",
+                                  "stats": source.stats or {}}}
     elif (run_pk := _pk(request.GET.get("run"))) is not None:
         run = get_object_or_404(Run, pk=run_pk, session_key=session_key)
         initial = {**_snapshot(run), "forked_from": None, "origin": "run", "transcript": _transcript(run)}
@@ -104,6 +109,7 @@ def save(request):
         if len(code) + len(instruction) > limit:
             raise ProtocolError("too long to save", "code")
         params = sampling_json(parse_params(body.get("params")))
+        turns, system = parse_turns(body.get("turns"), limit), text(body.get("system", ""), "system", limit)
     except ProtocolError as e:
         return HttpResponseBadRequest(e.message, content_type="text/plain; charset=utf-8")
     cursor = body.get("cursor")
@@ -116,8 +122,11 @@ def save(request):
     forked_from, slug = None, body.get("forked_from")
     if isinstance(slug, str) and len(slug) <= 32 and slug.isascii():
         forked_from = Playground.objects.filter(slug=slug).first()
+    if run and run.mode == body["mode"] == "instruct":  # the conversation the answer belongs to
+        instruction, turns, system = run.instruction, run.turns, run.system_prompt
     playground = Playground.objects.create(
         mode=body["mode"], code=code, cursor=cursor, instruction=instruction, params=params,
+        turns=list(turns), system_prompt=system,
         output=run.output if run else "", stats=run.stats if run else {}, model=run.model if run else "",
         run=run, forked_from=forked_from, session_key=session_key,
     )

@@ -32,13 +32,14 @@ import socket
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 from channels.exceptions import ChannelFull
 from django.conf import settings
 
 from inference.engine import FinishEvent
 from inference.errors import EngineError
-from inference.prompts import Prompt
+from inference.prompts import FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, Prompt
 from inference.sampling import SamplingParams
 
 from . import protocol as p
@@ -68,6 +69,7 @@ class FrameStream:
         self.closed = False
         self.stats: dict | None = None
         self.error: str | None = None
+        self.error_code = "internal"  # "invalid_request" when the engine refused the request itself
 
     # -- engine thread side --------------------------------------------------------------
     def push(self, token_ids: list[int], text: str, t: float) -> None:
@@ -84,9 +86,9 @@ class FrameStream:
         if notify:
             self._loop.call_soon_threadsafe(self._wake.set)
 
-    def close(self, stats: dict | None = None, error: str | None = None) -> None:
+    def close(self, stats: dict | None = None, error: str | None = None, error_code: str = "internal") -> None:
         with self._lock:
-            self.stats, self.error, self.closed = stats, error, True
+            self.stats, self.error, self.error_code, self.closed = stats, error, error_code, True
             self._pending = True
         self._loop.call_soon_threadsafe(self._wake.set)
 
@@ -135,6 +137,15 @@ def gpu_memory(device: str) -> tuple[float | None, float | None]:
     )
 
 
+def model_capabilities(engine) -> dict:
+    """What the API checks before queueing a request: FIM tokens and a chat template."""
+    tok = getattr(engine, "tokenizer", None)
+    if tok is None:
+        return {}
+    return {"fim": all(tok.token_id(t) is not None for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)),
+            "chat_template": bool(tok.chat_template)}
+
+
 SERIES_POINTS = 60  # tok/s samples kept with a run's stats (share-page sparkline)
 
 
@@ -163,6 +174,7 @@ class Worker:
         self.current: tuple[int, threading.Event] | None = None
         self.jobs_done = 0
         self.ready = asyncio.Event()
+        self.capabilities = model_capabilities(engine)
 
     @property
     def model(self) -> str:
@@ -229,7 +241,8 @@ class Worker:
             "current_run": self.current[0] if self.current else None,
             "gpu_memory_used_mb": used,
             "gpu_memory_total_mb": total,
-            "info": {k: v for k, v in info.items() if isinstance(v, (str, int, float, bool))},
+            "info": {**{k: v for k, v in info.items() if isinstance(v, (str, int, float, bool))},
+                     **self.capabilities},
         }, job_finished=job_finished)
 
     async def _reply(self, channel: str, message: dict, cancel: threading.Event) -> None:
@@ -261,7 +274,7 @@ class Worker:
         output = "".join(stream.output)
         if stream.error is not None:
             await records.fail_run(run_id, stream.error, output)
-            await self._reply(reply, p.gen_error(run_id, stream.error), cancel)
+            await self._reply(reply, p.gen_error(run_id, stream.error, code=stream.error_code), cancel)
         else:
             stats = dict(stream.stats, elapsed_ms=round((time.perf_counter() - stream.t0) * 1000, 1),
                          frames=seq, model=self.model, worker_id=self.worker_id,
@@ -284,15 +297,19 @@ class Worker:
         """Engine thread: run one generation into `stream`; always ends with stream.close()."""
         try:
             request = p.RunRequest.from_json(job["request"])
-            events = self.engine.generate(request.prompt(), request.params, cancel=cancel)
+            prompt, params = request.prompt(), request.params
+            if job.get("fit_context"):  # API request without max_tokens: up to the context, within the cap
+                room = self.engine.max_context - len(self.engine.prompt_ids(prompt))
+                params = replace(params, max_tokens=max(1, min(params.max_tokens, room)))
+            events = self.engine.generate(prompt, params, cancel=cancel)
             for ev in events:
                 if isinstance(ev, FinishEvent):
                     stream.close(stats=ev.stats.to_dict())
                     return
                 stream.push(ev.token_ids, ev.text, ev.t)
             stream.close(error="the engine ended without a finish event")
-        except (EngineError, p.ProtocolError) as e:
-            stream.close(error=str(e))
+        except (EngineError, p.ProtocolError) as e:  # the request itself is at fault
+            stream.close(error=str(e), error_code="invalid_request")
         except Exception as e:  # a bug, not the user's fault: log it, tell them briefly
             log.exception("engine failure on run %s", job.get("run_id"))
             stream.close(error=f"internal error in the worker ({type(e).__name__})")

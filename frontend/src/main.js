@@ -1,10 +1,12 @@
 // Page wiring, bundled by esbuild into static/playground/app.js (see build.mjs).
 // Editor page: modes, sampling params, Run/Stop/Share, streaming over /ws/generate/,
-// reopened runs as transcripts, the draft kept across reloads, the keymap help.
+// reopened runs as transcripts, instruct follow-ups (a conversation with an optional system
+// prompt, sent as "turns" + "system"), the draft kept across reloads, the keymap help.
 // Share page: a read-only CodeMirror view of the saved code and the rendered answer.
 // Dashboard: htmx only.
 
 import { createEditor, replaceDoc } from "./editor.js";
+import { showConversation } from "./conversation.js";
 import { copyText } from "./markdown.js";
 import { draftSaver, loadDraft } from "./drafts.js";
 import { Renderer, Socket } from "./stream.js";
@@ -72,18 +74,56 @@ function setupEditorPage() {
   let runCursor = null;
   let sentAt = 0;
   let firstFrameAt = 0;
+  let thread = []; // the turns a follow-up continues: [{role, content}, ...] ending with an answer
+  let sent = { mode, turns: [], question: "", system: "" }; // what the latest run asked
+  let lastQuestion = "";
 
   const saveDraft = draftSaver();
-  const remember = () => saveDraft({ code: editor.state.doc.toString(), mode, instruction: $("instruction").value });
+  const remember = () => saveDraft({ code: editor.state.doc.toString(), mode, instruction: $("instruction").value,
+    system: $("system").value });
   const editor = createEditor($("editor"), {
     doc: start.code || "", cursor: draft ? null : start.cursor, onRun: () => run(), onChange: () => remember(),
   });
   $("instruction").value = start.instruction || "";
+  $("instruction").dataset.placeholder = $("instruction").placeholder;
+  $("system").value = start.system || "";
+  if (start.system) $("system-box").open = true;
   $("instruction").addEventListener("input", remember);
+  $("system").addEventListener("input", remember);
 
-  const renderer = new Renderer(counterEls(), {
-    onApply: (code) => { replaceDoc(editor, code); setStatus("applied to the editor (Ctrl/Cmd-Z undoes it)", "done"); },
-  });
+  const onApply = (code) => { replaceDoc(editor, code); setStatus("applied to the editor (Ctrl/Cmd-Z undoes it)", "done"); };
+  const renderer = new Renderer(counterEls(), { onApply });
+
+  // -- instruct conversation ---------------------------------------------------------------
+  function showThread(turns, question, system) {
+    showConversation($("conversation"), { system, turns, question }, { onApply });
+  }
+  function setThread(turns) {
+    thread = turns;
+    $("follow-up").checked = thread.length > 0;
+    $("follow-up-count").textContent = `${thread.length / 2} earlier exchange${thread.length === 2 ? "" : "s"}`;
+    updateFollowUp();
+  }
+  function updateFollowUp() {
+    const on = mode === "instruct" && thread.length > 0;
+    $("follow-up-box").hidden = !on;
+    $("instruction").placeholder = on && $("follow-up").checked ? "Follow up on the answer, e.g. 'add type hints'"
+      : $("instruction").dataset.placeholder;
+  }
+  function newChat() {
+    setThread([]);
+    showThread([], "", "");
+    if (!$("instruction").value.trim() && lastQuestion) $("instruction").value = lastQuestion;
+    $("instruction").focus();
+  }
+  // A finished answer: the next instruct run may follow up on it.
+  function continueAfter(question, answer, turns) {
+    lastQuestion = question;
+    setThread([...turns, { role: "user", content: question }, { role: "assistant", content: answer }]);
+    $("instruction").value = "";
+    $("include-code").checked = false; // the code went with the first question
+    remember();
+  }
 
   // -- params ------------------------------------------------------------------------------
   for (const key of ["max_tokens", "temperature", "top_p", "top_k", "seed"]) {
@@ -109,7 +149,10 @@ function setupEditorPage() {
     for (const input of document.querySelectorAll('input[name="mode"]')) input.checked = input.value === mode;
     $("instruction").hidden = mode !== "instruct";
     $("include-code-box").hidden = mode !== "instruct";
+    $("system-box").hidden = mode !== "instruct";
+    $("conversation").hidden = mode !== "instruct" || !$("conversation").childElementCount;
     $("mode-hint").textContent = MODE_HINTS[mode];
+    updateFollowUp();
   }
   for (const input of document.querySelectorAll('input[name="mode"]')) {
     input.addEventListener("change", () => { setMode(input.value); remember(); });
@@ -144,6 +187,13 @@ function setupEditorPage() {
   const transcript = initial.transcript;
   if (transcript) {
     renderer.showTranscript(transcript.output, transcript.stats, { markdown: transcript.mode === "instruct" });
+    if (transcript.mode === "instruct") {
+      const turns = initial.turns || [];
+      showThread(turns, initial.instruction || "", initial.system || "");
+      sent = { mode: "instruct", turns, question: initial.instruction || "", system: initial.system || "" };
+      if (transcript.status !== "error" && transcript.output) continueAfter(initial.instruction || "", transcript.output, turns);
+      else setThread(turns);
+    }
     lastRunId = transcript.run_id;
     const reason = transcript.status === "error" ? "error" : (transcript.finish_reason || transcript.status);
     setStatus(reason, transcript.status === "error" ? "error" : FINISHED.has(transcript.status) ? "done" : "queued");
@@ -185,6 +235,7 @@ function setupEditorPage() {
       case "done": {
         const stats = msg.stats || {};
         const problems = renderer.finish(stats);
+        if (sent.mode === "instruct" && renderer.fullText()) continueAfter(sent.question, renderer.fullText(), sent.turns);
         lastRunId = msg.run_id;
         runId = null;
         setRunning(false);
@@ -227,7 +278,11 @@ function setupEditorPage() {
       const instruction = $("instruction").value;
       frame.instruction = $("include-code").checked && code.trim() && instruction.trim()
         ? `${instruction}\n\n\`\`\`python\n${code}\n\`\`\`` : instruction;
+      frame.turns = thread.length && $("follow-up").checked ? thread : [];
+      frame.system = $("system").value;
+      if (frame.instruction.trim()) showThread(frame.turns, frame.instruction, frame.system);
     }
+    sent = { mode, turns: frame.turns || [], question: frame.instruction || "", system: frame.system || "" };
     prepareRun(mode);
     socket.send(frame);
   }
@@ -265,7 +320,8 @@ function setupEditorPage() {
   async function save() {
     const code = editor.state.doc.toString();
     const body = {
-      mode, code, instruction: $("instruction").value, params: readParams(),
+      mode, code, instruction: $("instruction").value || sent.question, params: readParams(),
+      turns: sent.mode === "instruct" ? sent.turns : [], system: $("system").value,
       cursor: mode === "infill" ? editor.state.selection.main.head : null,
       run_id: lastRunId, forked_from: initial.forked_from || null,
     };
@@ -301,6 +357,8 @@ function setupEditorPage() {
   $("insert").addEventListener("click", insertOutput);
   $("copy-output").addEventListener("click", copyOutput);
   $("keys").addEventListener("click", () => toggleKeymap());
+  $("new-chat").addEventListener("click", newChat);
+  $("follow-up").addEventListener("change", updateFollowUp);
   $("spark-replay").addEventListener("click", () => renderer.replay());
   document.addEventListener("keydown", (e) => {
     const mod = e.ctrlKey || e.metaKey;
@@ -314,7 +372,7 @@ function setupEditorPage() {
   const mac = /Mac|iP/.test(navigator.platform || "");
   for (const kbd of document.querySelectorAll("kbd[data-mod]")) kbd.textContent = kbd.dataset.mod.replace("Mod", mac ? "⌘" : "Ctrl");
   // Handy from devtools; the browser tests feed onMessage the server's messages.
-  window.playground = { editor, renderer, socket, run, stop, save, onMessage, prepareRun };
+  window.playground = { editor, renderer, socket, run, stop, save, onMessage, prepareRun, thread: () => thread };
 }
 
 function setupSharePage() {
@@ -325,6 +383,10 @@ function setupSharePage() {
   const renderer = new Renderer(counterEls());
   const transcript = initial.transcript || {};
   renderer.showTranscript(transcript.output || "", transcript.stats || {}, { markdown: initial.mode === "instruct" });
+  if (initial.mode === "instruct") {
+    showConversation($("conversation"), { system: initial.system || "", turns: initial.turns || [],
+      question: initial.instruction || "" });
+  }
   $("substats").textContent = substatsLine(transcript.stats || {});
   $("spark-replay").addEventListener("click", () => renderer.replay());
   window.playground = { renderer };

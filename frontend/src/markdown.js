@@ -2,8 +2,8 @@
 //
 // Model output is untrusted: markdown-it runs with raw HTML off (tags come out as text),
 // its link check drops javascript:/vbscript:/data: URLs, and DOMPurify sanitizes whatever
-// it produced before anything reaches the page; links open in a new tab without an
-// opener. The copy and "apply to editor" buttons on code blocks are built here with
+// it produced before anything reaches the page; images are shown as links, never fetched;
+// links open in a new tab without an opener. The copy and "apply to editor" buttons on code blocks are built here with
 // createElement, never from the model's text.
 
 import MarkdownIt from "markdown-it";
@@ -38,8 +38,21 @@ function highlight(code, lang) {
   return ""; // markdown-it escapes it itself
 }
 
-const plain = new MarkdownIt({ html: false, linkify: false, breaks: false });
-const highlighted = new MarkdownIt({ html: false, linkify: false, breaks: false, highlight });
+// Images become plain links ("image: alt"): an <img> from model output would be fetched at once
+// (a way to leak the page's text to another site); a link is only followed when clicked.
+function markdownIt(options) {
+  const md = new MarkdownIt({ html: false, linkify: false, breaks: false, ...options });
+  const escape = md.utils.escapeHtml;
+  md.renderer.rules.image = (tokens, idx, opts, env, self) => {
+    const token = tokens[idx];
+    const alt = self.renderInlineAsText(token.children || [], opts, env) || "image";
+    return `<a href="${escape(token.attrGet("src") || "")}">image: ${escape(alt)}</a>`;
+  };
+  return md;
+}
+
+const plain = markdownIt({});
+const highlighted = markdownIt({ highlight });
 
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
   if (node.tagName === "A") {
@@ -51,7 +64,9 @@ DOMPurify.addHook("afterSanitizeAttributes", (node) => {
 // Sanitized fragment for `text`. `highlightCode` is off while a run streams (cheaper).
 export function renderMarkdown(text, { highlightCode = true } = {}) {
   const html = (highlightCode ? highlighted : plain).render(text);
-  return DOMPurify.sanitize(html, { RETURN_DOM_FRAGMENT: true, FORBID_TAGS: ["style", "form", "input", "button"] });
+  // No raw images or embeds either, whatever produced them.
+  return DOMPurify.sanitize(html, { RETURN_DOM_FRAGMENT: true,
+    FORBID_TAGS: ["style", "form", "input", "button", "img", "svg", "math", "iframe", "object", "embed"] });
 }
 
 // Plain text -> clipboard; true when it worked (the async API, else the old textarea trick).

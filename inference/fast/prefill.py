@@ -4,7 +4,8 @@ Same math as `inference.reference`, with three differences that matter on a GPU:
 - attention goes through PyTorch's scaled_dot_product_attention (flash kernels, no [T, T] scores);
 - the residual stream stays in float32 (like the decode kernels), so the KV cache the prompt
   leaves behind is as accurate as the one decode writes;
-- only the last position goes through the final norm and the LM head.
+- only the last position goes through the final norm and the LM head;
+- FP8 weights (inference.quant.Fp8Weight) are dequantized to the activations' dtype before their GEMM.
 Prompts are padded to a power-of-two bucket and each bucket's forward is captured once as a CUDA
 graph, so TTFT is GPU time, not Python launch overhead. Padding sits after the prompt: causal
 attention keeps it out of every real position, and the KV rows it writes lie beyond the prompt,
@@ -17,6 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from ..quant import linear
 from ..reference import KVCache, ReferenceModel, rms_norm, rotate_half
 
 MIN_BUCKET = 64
@@ -31,7 +33,7 @@ class PrefillModel(ReferenceModel):
         self.graphs: dict[int, tuple[torch.cuda.CUDAGraph, Tensor, Tensor, Tensor]] = {}
 
     def _norm(self, x: Tensor, w: Tensor) -> Tensor:
-        """RMSNorm of the float32 stream, handed to the GEMMs in the weights' dtype."""
+        """RMSNorm of the float32 stream, handed to the GEMMs in the norm weight's dtype (the model's)."""
         return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg.rms_norm_eps) * w).to(w.dtype)
 
     def _rope(self, x: Tensor, T: int) -> Tensor:
@@ -46,7 +48,7 @@ class PrefillModel(ReferenceModel):
         Hq, Hkv, D = cfg.num_heads, cfg.num_kv_heads, cfg.head_dim
         x = w.embed[ids].float()  # [T, H] float32 residual stream
         for i, layer in enumerate(w.layers):
-            qkv = F.linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias)
+            qkv = linear(self._norm(x, layer.attn_norm), layer.qkv, layer.qkv_bias)
             q, k, v = qkv.split([cfg.q_size, cfg.kv_size, cfg.kv_size], dim=-1)
             q, k, v = q.view(T, Hq, D), k.view(T, Hkv, D), v.view(T, Hkv, D)
             if layer.q_norm is not None:
@@ -57,11 +59,11 @@ class PrefillModel(ReferenceModel):
             cache.v[i, :, :T] = v
             attn = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k[None], v[None], is_causal=True,
                                                   enable_gqa=Hq != Hkv)  # [1, Hq, T, D]
-            x = x + F.linear(attn[0].transpose(0, 1).reshape(T, cfg.q_size), layer.o)
-            gate, up = F.linear(self._norm(x, layer.mlp_norm), layer.gate_up).chunk(2, dim=-1)
-            x = x + F.linear(F.silu(gate) * up, layer.down)
+            x = x + linear(attn[0].transpose(0, 1).reshape(T, cfg.q_size), layer.o)
+            gate, up = linear(self._norm(x, layer.mlp_norm), layer.gate_up).chunk(2, dim=-1)
+            x = x + linear(F.silu(gate) * up, layer.down)
         h = self._norm(x.index_select(0, last), w.norm)  # [1, H]
-        return F.linear(h, w.lm_head)[0].float()
+        return linear(h, w.lm_head)[0].float()
 
     @torch.inference_mode()
     def prefill(self, ids: Tensor, cache: KVCache, use_graph: bool = True) -> Tensor:

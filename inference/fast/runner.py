@@ -223,9 +223,19 @@ class FastRunner(Runner):
         """Logits [V] for the token in self.token at position self.pos (no sampling)."""
         self._embed()
         self._layers()
+        self._lm_head()
+        return self.logits
+
+    def _lm_head(self):
+        """Final norm + LM head: logits from x."""
         rmsnorm_gemv(self.x, self.w.lm_head, self.logits, norm_w=self.w.norm, eps=self.cfg.rms_norm_eps, pdl=self.pdl,
                      tuning=self.tuning)
-        return self.logits
+
+    def _lm_head_argmax(self):
+        """Final norm + LM head + argmax + feeding the token back (the greedy step's last launch)."""
+        w = self.w
+        lm_head_argmax(self.x, w.lm_head, self.logits, self.token, self.pos, w.embed, self.argmax_scratch,
+                       norm_w=w.norm, eps=self.cfg.rms_norm_eps, ring=self.ring, pdl=self.pdl, tuning=self.tuning)
 
     def _fused_step(self) -> bool:
         greedy, use_penalty = self.sampler.mode[:2]
@@ -234,12 +244,11 @@ class FastRunner(Runner):
     def _step_body(self):
         """One decode step for the embedding in x: ends with token, pos, x and the ring updated."""
         self._layers()
-        w, eps = self.w, self.cfg.rms_norm_eps
+        w = self.w
         if self._fused_step():
-            lm_head_argmax(self.x, w.lm_head, self.logits, self.token, self.pos, w.embed, self.argmax_scratch,
-                           norm_w=w.norm, eps=eps, ring=self.ring, pdl=self.pdl, tuning=self.tuning)
+            self._lm_head_argmax()
             return
-        rmsnorm_gemv(self.x, w.lm_head, self.logits, norm_w=w.norm, eps=eps, pdl=self.pdl, tuning=self.tuning)
+        self._lm_head()
         s = self.sampler
         greedy, use_penalty = s.mode[:2]
         if greedy:  # with a repetition penalty (or fused_greedy off)

@@ -102,20 +102,40 @@ def free_tcp_port():
     return free_port
 
 
-@pytest.fixture
-def redis_url(tmp_path):
-    """A throwaway redis-server on a free loopback port (no persistence)."""
+@contextlib.contextmanager
+def redis_server(tmp: Path):
+    """A throwaway redis-server on a free loopback port (no persistence); yields its URL."""
     binary = shutil.which("redis-server")
     if binary is None:
         pytest.skip("redis-server is not installed (apt-get install redis-server); needed for the real-Redis tests")
     port = free_port()
-    log = tmp_path / "redis.log"
+    log = tmp / "redis.log"
     proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(tmp_path)], stdout=log.open("w"), stderr=subprocess.STDOUT)
+                             "--dir", str(tmp)], stdout=log.open("w"), stderr=subprocess.STDOUT)
     wait_for_port(port, proc, log, timeout=10)
-    yield f"redis://127.0.0.1:{port}/0"
-    proc.terminate()
-    proc.wait(10)
+    try:
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture
+def redis_url(tmp_path):
+    with redis_server(tmp_path) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def module_redis_url(tmp_path_factory):
+    """One redis-server for a whole test module (live deployments shared by its tests)."""
+    with redis_server(tmp_path_factory.mktemp("redis")) as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
 
 
 class Processes:

@@ -135,7 +135,12 @@ def add(a, b):
 Avoid `eval`. <script>window.__pwned = 1</script> <img src=x onerror="window.__pwned = 2">
 [click me](javascript:window.__pwned=3) and [docs](https://docs.python.org/3/)
 
-<a href="#" onclick="window.__pwned = 4">raw html link</a>
+<a href="#" onclick="window.__pwned = 4">raw html link</a> <svg onload="window.__pwned = 5"></svg>
+![leak](https://example.invalid/pixel.png?text=secret) [data](data:text/html,<script>window.__pwned=6</script>)
+
+```
+LONG = 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1 + 1
+```
 """
 
 
@@ -166,24 +171,51 @@ def test_instruct_answer_renders_markdown_sanitised_with_copy_and_apply(server, 
     assert out.locator("pre code .hljs-keyword").first.inner_text() == "def"  # highlighted
     # Nothing the model wrote runs or becomes live HTML.
     assert page.evaluate("window.__pwned") is None
-    assert out.locator("script, img, [onerror], [onclick], a[href^='javascript']").count() == 0
+    assert out.locator("script, img, svg, iframe, [onerror], [onclick], [onload], a[href^='javascript'], "
+                       "a[href^='data']").count() == 0
     assert "<script>" in out.inner_text()  # shown as text instead
+    image = out.locator("a[href='https://example.invalid/pixel.png?text=secret']")  # a link, never fetched
+    assert image.inner_text() == "image: leak"
     link = out.locator("a[href='https://docs.python.org/3/']")
     assert link.get_attribute("target") == "_blank" and "noopener" in link.get_attribute("rel")
 
     code = "def add(a, b):\n    return a + b"
-    out.locator(".copy-code").click()
+    out.locator(".copy-code").first.click()
     page.wait_for_function("document.querySelector('.copy-code').textContent === 'Copied'")
     assert page.evaluate("navigator.clipboard.readText()") == code
     page.click("#copy-output")
     page.wait_for_function("document.querySelector('#status').textContent === 'output copied'")
     assert page.evaluate("navigator.clipboard.readText()") == MARKDOWN_ANSWER
-    out.locator(".apply-code").click()
+    out.locator(".apply-code").first.click()
     assert editor_text(page) == code
     page.locator(".cm-content").click()
     page.keyboard.press("Control+z")
     assert editor_text(page) != code  # one undo brings the old code back
     shoot(page, "markdown-answer")
+    page.set_viewport_size(PHONE)
+    assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]  # long code scrolls in its box
+
+
+REPLAY = """async () => {
+  const r = window.playground.renderer;
+  r.showStats({decode_tok_s: 900, tok_s_series: Array.from({length: 60}, (_, i) => 800 + i)});
+  const line = document.querySelector('#sparkline polyline');
+  const counts = [];
+  const started = performance.now();
+  while (performance.now() - started < 2500) {
+    await new Promise((ok) => requestAnimationFrame(ok));
+    counts.push(line.getAttribute('points').split(' ').length);
+  }
+  return counts;
+}"""
+
+
+def test_the_sparkline_replays_the_runs_curve_after_it_ended(server, page):
+    open_editor(page, server)
+    counts = page.evaluate(REPLAY)
+    assert counts == sorted(counts) and counts[-1] == 60  # drawn left to right, then all of it
+    assert counts[0] < 60  # over several frames, not at once
+    assert page.locator("#c-tok_s").inner_text() == "900"  # the final rate stays
 
 
 def test_a_reopened_run_shows_its_output_stats_or_error_and_history_filters(server, page):
@@ -291,3 +323,48 @@ def test_the_queue_position_updates_while_waiting(server, page):
     assert page.locator("#status").inner_text() == "queued · 1 ahead · 4 s"  # another run's position: ignored
     page.evaluate("window.playground.onMessage({type: 'started', run_id: 424242, model: 'm', worker_id: 'w'})")
     assert page.locator("#status").inner_text() == "running"
+
+
+def turn_roles(page) -> list[str]:
+    return page.evaluate("[...document.querySelectorAll('#conversation .turn')].map((t) => t.classList[1])")
+
+
+def test_follow_ups_continue_the_conversation_and_share_and_fork_keep_it(server, page):
+    open_editor(page, server)
+    page.check('input[name="mode"][value="instruct"]', force=True)
+    page.uncheck("#include-code")
+    page.click("#system-box summary")
+    page.fill("#system", "You answer in Python.")
+    page.fill("#instruction", "write add(a, b)")
+    run_and_wait(page, "instruct", 8)
+    assert turn_roles(page) == ["system", "user"]
+    first_answer = page.evaluate("window.playground.renderer.fullText()")
+    assert first_answer and page.locator("#follow-up-box").is_visible() and page.is_checked("#follow-up")
+    assert page.input_value("#instruction") == "" and "1 earlier exchange" in page.inner_text("#follow-up-box")
+
+    page.fill("#instruction", "now add type hints")
+    run_and_wait(page, "instruct", 8)
+    assert turn_roles(page) == ["system", "user", "assistant", "user"]
+    assert page.locator("#conversation .turn.assistant").inner_text().endswith(first_answer.strip()[-10:])
+    assert "2 earlier exchanges" in page.inner_text("#follow-up-box")
+    shoot(page, "follow-up")
+
+    # Reopened from history, the run shows the conversation it continued.
+    page.wait_for_function("document.querySelector('#history li .h-title')?.textContent === '↳ now add type hints'")
+    page.locator("#history li a").first.click()
+    page.wait_for_selector("#conversation .turn")
+    assert turn_roles(page) == ["system", "user", "assistant", "user"]
+
+    # The share link shows the whole conversation; a fork can go on with it.
+    page.click("#save")
+    page.wait_for_selector("#share-result:not([hidden])")
+    page.goto(page.input_value("#share-url"))
+    page.wait_for_selector("#conversation .turn")
+    assert turn_roles(page) == ["system", "user", "assistant", "user"]
+    assert "now add type hints" in page.locator("#conversation").inner_text()
+    page.click("#fork")
+    page.wait_for_selector(".cm-editor .cm-content")
+    assert turn_roles(page) == ["system", "user", "assistant", "user"]
+    assert "2 earlier exchanges" in page.inner_text("#follow-up-box") and page.is_checked("#follow-up")
+    page.click("#new-chat")
+    assert turn_roles(page) == [] and page.input_value("#instruction") == "now add type hints"

@@ -205,3 +205,37 @@ async def test_wrong_origin_is_refused(worker):
     comm = WebsocketCommunicator(application, "/ws/generate/", headers=[(b"origin", b"http://evil.example")])
     connected, _ = await comm.connect()
     assert not connected
+
+
+async def test_a_fault_while_handling_a_frame_is_answered_and_the_socket_stays_open(worker, monkeypatch):
+    from playground import records
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError("database is on fire")
+
+    comm = await connect()
+    with monkeypatch.context() as patch:
+        patch.setattr(records, "create_run", broken)
+        await comm.send_json_to(run_frame())
+        msg = await receive(comm)
+    assert msg["type"] == "error" and msg["code"] == "server_error" and "run_id" not in msg
+    await assert_runs_again_then_close(comm)
+
+
+async def test_a_failed_queue_send_fails_the_run_instead_of_leaving_it_queued(worker, monkeypatch):
+    from channels.exceptions import ChannelFull
+
+    comm = await connect()
+    layer = worker.layer
+
+    async def full(channel, message):
+        raise ChannelFull()
+
+    with monkeypatch.context() as patch:
+        patch.setattr(layer, "send", full)
+        await comm.send_json_to(run_frame())
+        msg = await receive(comm)
+    assert msg["type"] == "error" and msg["code"] == "queue_unavailable"
+    run = await database_sync_to_async(Run.objects.get)(pk=msg["run_id"])
+    assert run.status == "error" and run.error
+    await assert_runs_again_then_close(comm)

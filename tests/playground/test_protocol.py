@@ -40,6 +40,8 @@ def test_the_engines_defaults_are_the_only_defaults():
     ({"seed": 2**63}, "seed", "at most"),
     ({"seed": -1}, "seed", "seed"),
     ({"repetition_penalty": 1e300}, "repetition_penalty", "at most"),
+    ({"repetition_penalty": 1e-300}, "repetition_penalty", "at least"),
+    ({"temperature": 1e-300}, "temperature", "0 \\(greedy\\) or at least"),
     ({"max_tokens": "1e400"}, "max_tokens", "finite"),
     ({"stop": ["ok", "\ud800"]}, "stop", "lone surrogate"),
     ({"stop": ["x"] * 17}, "stop", "at most 16"),

@@ -42,10 +42,12 @@ class Command(BaseCommand):
                                  "else a synthetic random-weight checkpoint)")
         parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda when available)")
         parser.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default per device)")
+        parser.add_argument("--weights", default=None, choices=["fp8", "bf16", "fp16", "fp32"],
+                            help="fp8: e4m3 linear layers quantized at load (default: the checkpoint's, in --dtype)")
         parser.add_argument("--no-worker", action="store_true",
                             help="web only (needs REDIS_URL and separate `playground_worker` processes)")
 
-    def handle(self, *args, host, port, model, device, dtype, no_worker, **options):
+    def handle(self, *args, host, port, model, device, dtype, weights, no_worker, **options):
         call_command("migrate", interactive=False, verbosity=0)
         check_redis_timeouts(get_channel_layer())
         worker = None
@@ -56,12 +58,12 @@ class Command(BaseCommand):
                                   f"(written once under {settings.PLAYGROUND_CACHE_DIR / 'synth'})")
             self.stdout.write(f"Loading model on {device} ...")
             try:
-                engine = load_engine(model, device, dtype)
+                engine = load_engine(model, device, dtype, weights)
             except EngineError as e:
                 raise CommandError(str(e)) from None
             info = engine.info
             self.stdout.write(f"Model {info.get('model')} ({info.get('params', 0) / 1e6:.1f}M params, "
-                              f"{info.get('dtype')}, {'fast path' if info.get('fast_path') else 'reference'}"
+                              f"{info.get('dtype')}, weights {info.get('weights')}, {'fast path' if info.get('fast_path') else 'reference'}"
                               f"{', RANDOM WEIGHTS' if info.get('random_weights') else ''})")
             worker = Worker(engine, get_channel_layer())
         elif not settings.REDIS_URL:
@@ -71,6 +73,7 @@ class Command(BaseCommand):
                               "browsers use (requests and WebSocket origins are checked against it)")
         elif host not in settings.ALLOWED_HOSTS:
             settings.ALLOWED_HOSTS.append(host.strip("[]"))
+        settings.PLAYGROUND_BIND_HOST = host  # loopback: the API may serve requests without a key
 
         def ready():
             if worker is not None:

@@ -25,9 +25,11 @@ class Command(BaseCommand):
         parser.add_argument("--model", default=None, help="local folder or hub id (default: PLAYGROUND_MODEL)")
         parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N")
         parser.add_argument("--dtype", default=None)
+        parser.add_argument("--weights", default=None, choices=["fp8", "bf16", "fp16", "fp32"],
+                            help="fp8: e4m3 linear layers quantized at load (default: the checkpoint's, in --dtype)")
         parser.add_argument("--worker-id", default=None)
 
-    def handle(self, *args, model, device, dtype, worker_id, **options):
+    def handle(self, *args, model, device, dtype, weights, worker_id, **options):
         layer = get_channel_layer()
         if isinstance(layer, InMemoryChannelLayer):
             raise CommandError("playground_worker needs REDIS_URL: the in-memory channel layer lives inside one "
@@ -35,11 +37,12 @@ class Command(BaseCommand):
         check_redis_timeouts(layer)
         device = device or default_device()
         try:
-            engine = load_engine(model, device, dtype)
+            engine = load_engine(model, device, dtype, weights)
         except EngineError as e:
             raise CommandError(str(e)) from None
         worker = Worker(engine, layer, worker_id=worker_id)
-        self.stdout.write(f"Worker {worker.worker_id}: {engine.info.get('model')} on {device}")
+        self.stdout.write(f"Worker {worker.worker_id}: {engine.info.get('model')} on {device}, "
+                          f"weights {engine.info.get('weights')}")
         try:
             asyncio.run(worker.run())
         except KeyboardInterrupt:

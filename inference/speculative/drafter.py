@@ -1,0 +1,97 @@
+"""Prompt-lookup drafter: propose the tokens that followed the last time the current tail appeared.
+
+Code edits copy most of their input, so the tokens after an earlier occurrence of the last few
+generated tokens are a good guess for what comes next. The drafter keeps, for every n-gram size
+min_match..max_match, a hash map from n-gram to the end of its most recent occurrence that has a
+continuation; appending a token adds one n-gram per size and a lookup tries the sizes from the
+longest down. Both cost O(max_match) per token and O(max_draft) per draft: nothing grows with the
+context.
+
+It also decides per step whether a draft is worth a verify step: after a verify that accepted
+nothing it stays quiet for a while (1, 2, 4, ... up to max_backoff tokens), so text that matches
+its past only by accident costs little more than plain decoding. Not here: running the model.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class DraftConfig:
+    max_draft: int = 8  # tokens drafted per verify step (the verify step feeds max_draft + 1)
+    min_match: int = 2  # shortest tail n-gram that may start a draft
+    max_match: int = 4  # longest n-gram looked up (longer tails are matched on their last max_match tokens)
+    max_backoff: int = 16  # most tokens to stay quiet after verify steps that accepted nothing
+
+    def __post_init__(self):
+        if not (1 <= self.min_match <= self.max_match):
+            raise ValueError(f"need 1 <= min_match <= max_match, got {self.min_match}, {self.max_match}")
+        if self.max_draft < 1:
+            raise ValueError(f"max_draft must be >= 1, got {self.max_draft}")
+        if self.max_backoff < 0:
+            raise ValueError(f"max_backoff must be >= 0, got {self.max_backoff}")
+
+
+class PromptLookupDrafter:
+    def __init__(self, tokens: list[int], config: DraftConfig | None = None):
+        self.cfg = config or DraftConfig()
+        self.tokens: list[int] = []
+        # maps[n - min_match]: n-gram -> index of its last token, for occurrences followed by a token
+        self.maps: list[dict[tuple[int, ...], int]] = [{} for _ in range(self.cfg.min_match, self.cfg.max_match + 1)]
+        self.quiet = 0  # tokens left to stay quiet
+        self.misses = 0  # consecutive verify steps that accepted nothing
+        self.extend(tokens)
+
+    def append(self, token: int) -> None:
+        toks = self.tokens
+        toks.append(token)
+        end = len(toks) - 2  # the n-grams ending just before the new token now have a continuation
+        lo = self.cfg.min_match
+        for i, m in enumerate(self.maps):
+            n = lo + i
+            if end + 1 < n:
+                break
+            m[tuple(toks[end + 1 - n:end + 1])] = end
+        if self.quiet:
+            self.quiet -= 1
+
+    def extend(self, tokens) -> None:
+        for t in tokens:
+            self.append(t)
+
+    def match(self) -> tuple[int, int] | None:
+        """(n, index of the last token of the match) for the longest tail n-gram seen before, or None."""
+        toks, lo = self.tokens, self.cfg.min_match
+        for i in range(len(self.maps) - 1, -1, -1):
+            n = lo + i
+            if len(toks) < n:
+                continue
+            j = self.maps[i].get(tuple(toks[len(toks) - n:]))
+            if j is not None:
+                return n, j
+        return None
+
+    def propose(self, limit: int | None = None) -> list[int]:
+        """Draft tokens for the current tail (at most max_draft and `limit`); [] when there is no
+        match or the drafter is backing off."""
+        k = self.cfg.max_draft if limit is None else min(self.cfg.max_draft, limit)
+        if self.quiet or k < 1:
+            return []
+        m = self.match()
+        if m is None:
+            return []
+        j = m[1]
+        return self.tokens[j + 1:j + 1 + k]
+
+    def ready(self) -> bool:
+        """Whether propose() would draft now (a cheap check the decode loop makes after every token)."""
+        return not self.quiet and self.match() is not None
+
+    def feedback(self, drafted: int, accepted: int) -> None:
+        """Report a verify step's outcome: a step that accepted nothing starts (or doubles) a quiet spell."""
+        if drafted and not accepted:
+            self.misses += 1
+            self.quiet = min(self.cfg.max_backoff, 1 << (self.misses - 1))
+        elif accepted:
+            self.misses = 0

@@ -1,0 +1,88 @@
+"""GEMV with FP8 weights and the residual add fused: x += scale * (Q @ a), in place (o_proj, down_proj).
+
+The FP8 twin of kernels.gemv_residual: Q [N, K] e4m3 with one float32 scale per row, a and x float32,
+products summed in float32. Each program owns BLOCK_N rows and the matching elements of x, loads the
+next tile before multiplying the current one, and adds scale * dot to x; no two programs touch the
+same element of x. With l2_prefetch its programs then prefetch 32 KB each of the next kernel's weights
+into L2, as the bf16 kernel does for the runner's down_proj.
+
+Not here: norms (fp8_rmsnorm_gemv), bias.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels._fp8 import BITS_DEFAULT, check_fp8, fp8_config, tile_products, unit, weight_arg
+from kernels._util import check_vec, interpreting, pdl_launch_kwargs
+
+
+# Contract:
+#   a      [K]     fp32, contiguous (attention output, or silu(g)*u)
+#   Q      [N, K]  float8_e4m3fn, row-major contiguous, K % 4 == 0 (read as int32 words when BITS)
+#   scale  [N]     fp32
+#   x      [N]     fp32, contiguous, updated in place (the residual stream)
+#   grid   (cdiv(N, BLOCK_N),): program p owns rows [p*BLOCK_N, (p+1)*BLOCK_N)
+@triton.jit
+def _fp8_gemv_residual_kernel(
+    a_ptr, w_ptr, s_ptr, x_ptr, N, K, unit, pf_ptr, pf_bytes,
+    USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BITS: tl.constexpr, PF: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < N
+    BW: tl.constexpr = BLOCK_K // 4 if BITS else BLOCK_K
+    KW = K // 4 if BITS else K
+    cols = tl.arange(0, BW)
+    w_rows = w_ptr + rows.to(tl.int64)[:, None] * KW
+    w = tl.load(w_rows + cols[None, :], mask=row_mask[:, None] & (cols[None, :] < KW), other=0)
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()  # the activation is written by the previous kernel
+    acc = tl.zeros((BLOCK_N, BW), tl.float32)
+    for k0 in range(0, KW, BW):
+        offs = k0 + cols
+        nxt = offs + BW
+        w_next = tl.load(w_rows + nxt[None, :], mask=row_mask[:, None] & (nxt[None, :] < KW), other=0)
+        p, _ = tile_products(w, a_ptr, a_ptr, offs, K, False, BITS)
+        acc += p
+        w = w_next
+    if PF:  # our weights are read: prefetch our 32 KB piece of the next kernel's weights into L2
+        start = pid.to(tl.int64) * 32768
+        if start < pf_bytes:
+            size = tl.minimum(pf_bytes - start, 32768).to(tl.int32)
+            tl.inline_asm_elementwise(
+                "{ .reg .pred p; .reg .b32 t; mov.u32 t, %tid.x; setp.eq.u32 p, t, 0; "
+                "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
+                "=r,l,r", [pf_ptr + start, size], dtype=tl.int32, is_pure=False, pack=1)
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    y = tl.sum(acc, axis=1) * (tl.load(s_ptr + rows, mask=row_mask, other=0.0) * unit)
+    y += tl.load(x_ptr + rows, mask=row_mask, other=0.0)
+    tl.store(x_ptr + rows, y, mask=row_mask)
+
+
+def fp8_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, x: torch.Tensor, *, pdl: bool = False,
+                      l2_prefetch: torch.Tensor | None = None, bits: bool | None = None,
+                      config: dict | None = None) -> torch.Tensor:
+    """x[N] += scale * (Q[N, K] @ a[K]), in place; returns x. l2_prefetch: a flat tensor (16-byte multiple;
+    GPU only) whose bytes the programs prefetch into L2 after their main loop, 32 KB each, in pid order.
+    bits, config: as fp8_rmsnorm_gemv."""
+    check_fp8(q, scale)
+    n, k = q.shape
+    check_vec(a, k, "a")
+    check_vec(x, n, "x")
+    assert a.device == q.device == x.device
+    assert a.data_ptr() != x.data_ptr(), "a and x must be different buffers"
+    bits = BITS_DEFAULT if bits is None else bits
+    cfg = config or fp8_config("residual", n, k)
+    pf = x.view(torch.uint8) if l2_prefetch is None else l2_prefetch.view(-1).view(torch.uint8)
+    assert l2_prefetch is None or (pf.numel() % 16 == 0 and pf.data_ptr() % 16 == 0 and not interpreting())
+    _fp8_gemv_residual_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
+        a, weight_arg(q, bits), scale, x, n, k, unit(bits), pf, pf.numel(), USE_PDL=pdl, BITS=bits,
+        PF=l2_prefetch is not None, **cfg, **pdl_launch_kwargs(pdl, q.device))
+    return x
+
+
+def fp8_gemv_residual_ref(a, q, scale, x) -> torch.Tensor:
+    """Plain PyTorch twin of fp8_gemv_residual (returns a new tensor; x is not modified)."""
+    return x.float() + (q.float() * scale[:, None]) @ a.float()

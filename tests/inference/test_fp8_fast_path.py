@@ -1,0 +1,118 @@
+"""The GPU fast path with FP8 weights (inference.fast.fp8.Fp8Runner) against the FP8 reference: the same
+quantized values, dequantized to float32, through the reference forward (with the fast path's bf16 KV
+cache). Targets as for bf16 (tests/inference/test_fast_path.py): teacher-forced top-1 agreement >= 99%
+over 256 decode positions, logits relative error <= 2e-2; the graph, eager kernels and the unfused tail
+generate the same tokens. GPU only (marker `gpu`)."""
+
+import pytest
+import torch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
+
+SHAPES = [("qwen2.5-coder-1.5b", 4), ("qwen3-1.7b", 4), ("llama-3.2-1b", 4)]
+
+
+@pytest.fixture(scope="module", params=SHAPES, ids=[s for s, _ in SHAPES])
+def checkpoint(request, tmp_path_factory):
+    from inference.synth import write_checkpoint
+
+    shape, layers = request.param
+    return write_checkpoint(shape, tmp_path_factory.mktemp(shape) / "m", layers=layers, device="cuda")
+
+
+def _engine(path, **kw):
+    from inference.engine import Engine
+
+    return Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=1024, weights="fp8", **kw)
+
+
+def teacher_forced(engine, checkpoint, prompt_len: int, positions: int = 256):
+    """(fast, oracle) logits [positions, V] for the same forced tokens; the oracle runs the same FP8 values."""
+    from inference.checkpoint import load_weights
+    from inference.quant import dequantize_model, quantize_model
+    from inference.reference import KVCache, ReferenceModel
+    from inference.sampling import SamplingParams
+
+    cfg, runner = engine.cfg, engine.runner
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, min(cfg.vocab_size, 30000), (prompt_len + positions,), generator=g)
+    prompt, forced = ids[:prompt_len].tolist(), ids[prompt_len:].tolist()
+    lm_head = engine.info["weights_detail"].endswith("LM head fp8)")
+    fp8 = quantize_model(load_weights(checkpoint, cfg, device="cuda", dtype=torch.bfloat16), lm_head=lm_head)
+    oracle = ReferenceModel(cfg, dequantize_model(fp8, torch.float32), 1024)
+    window = slice(prompt_len - 1, prompt_len - 1 + positions)
+    ref = oracle.forward(ids.cuda(), 0, KVCache(cfg, 1024, "cuda", torch.bfloat16))[window]
+
+    runner.start(prompt, SamplingParams(max_tokens=positions + 8))
+    fast = [runner.model.prefill(torch.tensor(prompt, device="cuda"), runner.cache)]
+    fast += [runner.forced_logits(t) for t in forced[:-1]]
+    return torch.stack(fast), ref
+
+
+def agreement(a, b):
+    return (a.argmax(-1) == b.argmax(-1)).float().mean().item(), ((a - b).norm() / b.norm()).item()
+
+
+def test_fp8_engine_runs_the_fp8_runner_with_fp8_weights(checkpoint):
+    from inference.quant import Fp8Weight
+
+    engine = _engine(checkpoint)
+    assert engine.info["runner"] == "cuda-graph-fp8" and engine.info["weights"] == "fp8"
+    assert isinstance(engine.runner.w.layers[0].down, Fp8Weight)
+
+
+def test_decode_steps_teacher_forced_match_the_fp8_reference(checkpoint):
+    agree, rel = agreement(*teacher_forced(_engine(checkpoint), checkpoint, prompt_len=1))
+    print(f"fp8 decode: top-1 agreement {agree:.4f}, logits rel err {rel:.2e}")
+    assert agree >= 0.99 and rel <= 2e-2
+
+
+def test_prefill_then_decode_teacher_forced_stays_close_to_the_fp8_reference(checkpoint):
+    """A 32-token prompt through the dequantizing bf16 prefill, then 255 decode steps (bar as for bf16)."""
+    agree, rel = agreement(*teacher_forced(_engine(checkpoint), checkpoint, prompt_len=32))
+    print(f"fp8 prefill+decode: top-1 agreement {agree:.4f}, logits rel err {rel:.2e}")
+    assert rel <= 2e-2 and agree >= 0.98
+
+
+def test_a_bf16_lm_head_beside_fp8_layers_matches_too(checkpoint):
+    from inference.checkpoint import load_weights
+    from inference.fast.fp8 import Fp8Runner
+    from inference.quant import quantize_model
+
+    engine = _engine(checkpoint)
+    cfg = engine.cfg
+    weights = quantize_model(load_weights(checkpoint, cfg, device="cuda", dtype=torch.bfloat16), lm_head=False)
+    engine.runner = Fp8Runner(cfg, weights, 1024)
+    engine.info["weights_detail"] = "fp8-e4m3 (per-channel scales; LM head bfloat16)"
+    agree, rel = agreement(*teacher_forced(engine, checkpoint, prompt_len=1))
+    assert agree >= 0.99 and rel <= 2e-2
+
+
+def test_graph_replay_generates_what_eager_kernels_generate(checkpoint):
+    """Greedy: the graph, the kernels launched eagerly, and the unfused tail (FP8 LM head GEMV + torch argmax
+    + feed_token instead of fp8_lm_head_argmax) agree exactly; seeded sampling is deterministic."""
+    from inference.engine import FinishEvent
+    from inference.prompts import Prompt
+    from inference.sampling import SamplingParams
+
+    prompt = Prompt.from_ids(list(range(100, 140)))
+    engine = _engine(checkpoint)
+
+    def run(params):
+        return [t for ev in engine.generate(prompt, params) if not isinstance(ev, FinishEvent) for t in ev.token_ids]
+
+    greedy = SamplingParams(max_tokens=64, ignore_eos=True)
+    runs = []
+    for use_graph, fused in ((True, True), (False, True), (True, False)):
+        engine.runner.use_graph, engine.runner.fused_greedy = use_graph, fused
+        runs += [run(greedy), run(greedy)]
+    assert len(runs[0]) == 64 and all(r == runs[0] for r in runs)
+    sampled = SamplingParams(max_tokens=48, temperature=0.8, top_p=0.9, seed=7, ignore_eos=True)
+    assert run(sampled) == run(sampled)
+
+
+def test_fp8_rejects_the_streamed_gemvs(checkpoint):
+    engine = _engine(checkpoint)
+    with pytest.raises(ValueError, match="Triton GEMVs only"):
+        engine.runner.use_gemv("overlap")
+    assert engine.runner.use_gemv("auto") == "triton"

@@ -1,0 +1,219 @@
+"""Speculative decoding by prompt lookup (inference.speculative), on the CPU reference runner.
+
+The drafter finds the longest recent n-gram match of the tail; a verify step feeds the last token
+and k drafted ones in one forward and accepts the longest prefix that agrees with greedy; the
+output is the non-speculative greedy output token for token, whatever the drafts, and EOS, stop
+strings, max_tokens and cancellation end it at the same token."""
+
+import random
+
+import pytest
+
+from inference.engine import Engine, FinishEvent
+from inference.errors import ParamsError
+from inference.prompts import Prompt
+from inference.runner import ReferenceRunner, accepted_length
+from inference.sampling import SamplingParams
+from inference.speculative import DraftConfig, PromptLookupDrafter, SpecStats, speculative_tokens
+
+SHAPES = ["tiny", "tiny-qwen3", "tiny-llama", "tiny-untied"]
+
+
+# --- the drafter -------------------------------------------------------------------------------
+
+def test_drafter_copies_what_followed_the_most_recent_occurrence_of_the_tail():
+    d = PromptLookupDrafter([1, 2, 3, 4, 5, 9, 2, 3, 7, 8, 6, 2, 3], DraftConfig(max_draft=3, min_match=2))
+    assert d.propose() == [7, 8, 6]  # "2 3" last seen before 7 (the older one, before 4, loses to recency)
+
+
+def test_drafter_prefers_the_longest_match_over_the_most_recent():
+    toks = [5, 6, 7, 1, 9, 9, 0, 6, 7, 2, 2, 5, 6, 7]
+    d = PromptLookupDrafter(toks, DraftConfig(max_draft=2, min_match=2, max_match=3))
+    assert d.match() == (3, 2) and d.propose() == [1, 9]  # "5 6 7" beats the more recent "6 7"
+
+
+def test_drafter_needs_min_match_tokens_and_respects_limits():
+    d = PromptLookupDrafter([1, 2, 3, 4, 1], DraftConfig(max_draft=8, min_match=2))
+    assert d.propose() == [] and not d.ready()  # only a 1-gram repeats
+    d.append(2)
+    assert d.ready() and d.propose() == [3, 4, 1, 2]  # the copy may run into the tail itself
+    assert d.propose(limit=2) == [3, 4]
+    assert PromptLookupDrafter([1, 2, 3, 4, 1], DraftConfig(min_match=1)).propose() == [2, 3, 4, 1]
+
+
+def test_drafter_matches_what_it_is_fed_one_token_at_a_time():
+    rnd = random.Random(0)
+    toks = [rnd.randrange(6) for _ in range(300)]
+    cfg = DraftConfig(max_draft=4, min_match=2, max_match=4)
+    inc = PromptLookupDrafter(toks[:1], cfg)
+    for i in range(1, len(toks)):
+        inc.append(toks[i])
+        tail = toks[:i + 1]
+        expect = []
+        for n in range(4, 1, -1):  # brute force: the longest n, then the latest earlier occurrence
+            if len(tail) <= n:
+                continue
+            ends = [j for j in range(n - 1, len(tail) - 1) if tail[j - n + 1:j + 1] == tail[-n:]]
+            if ends:
+                expect = tail[ends[-1] + 1:ends[-1] + 5]
+                break
+        assert inc.propose() == expect, i
+
+
+def test_drafter_backs_off_after_verify_steps_that_accept_nothing():
+    d = PromptLookupDrafter([1, 2, 3, 1, 2], DraftConfig(max_backoff=4))
+    assert d.ready()
+    d.feedback(drafted=3, accepted=0)  # a first miss: quiet for the next token
+    assert not d.ready() and d.propose() == []
+    d.extend([3, 1, 2])
+    assert d.ready()
+    d.feedback(3, 0)
+    d.feedback(3, 0)  # three misses in a row: quiet for 4 tokens
+    for t in (3, 1, 2, 3):  # the tail matches earlier text all along
+        assert not d.ready()
+        d.append(t)
+    assert d.ready()
+    d.feedback(3, 2)  # an accepted token ends the streak
+    assert d.misses == 0 and d.ready()
+
+
+def test_draft_config_is_checked():
+    with pytest.raises(ValueError):
+        DraftConfig(min_match=3, max_match=2)
+    with pytest.raises(ValueError):
+        DraftConfig(max_draft=0)
+    with pytest.raises(ParamsError, match="speculate"):
+        SamplingParams(speculate="yes")
+
+
+# --- the verify step on the reference runner ---------------------------------------------------
+
+def test_accepted_length_is_the_agreeing_prefix():
+    assert accepted_length([4, 5, 6], [4, 5, 6, 7]) == 3
+    assert accepted_length([4, 5, 6], [4, 9, 6, 7]) == 1
+    assert accepted_length([4], [3, 4]) == 0
+
+
+def runner_for(synth_dir, shape, ctx=256):
+    from inference.checkpoint import load_weights
+    from inference.config import ModelConfig
+
+    path = synth_dir(shape)
+    cfg = ModelConfig.from_file(path / "config.json")
+    return ReferenceRunner(cfg, load_weights(path, cfg), ctx)
+
+
+def plain_greedy(runner, prompt, n):
+    out = [int(runner.start(prompt, SamplingParams()))]
+    out += [int(runner.step()) for _ in range(n - 1)]
+    return out
+
+
+class OracleDrafter(PromptLookupDrafter):
+    """Drafts the known greedy continuation, wrong at chosen places: every accept/reject length."""
+
+    def __init__(self, truth, prompt_len, lengths, wrong_at):
+        super().__init__([])
+        self.truth, self.prompt_len, self.lengths, self.wrong_at = truth, prompt_len, lengths, wrong_at
+        self.expected: list[int] = []
+
+    def ready(self):
+        return True
+
+    def propose(self, limit=None):
+        done = len(self.tokens) - self.prompt_len
+        k = min(self.lengths[len(self.expected) % len(self.lengths)], limit)
+        if k < 1:
+            return []
+        draft = list(self.truth[done:done + k])
+        bad = self.wrong_at[len(self.expected) % len(self.wrong_at)]
+        if bad < len(draft):
+            draft[bad] = (draft[bad] + 1) % 100
+        self.expected.append(min(bad, len(draft)))  # the accepted length this draft must get
+        return draft
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_verify_steps_accept_exactly_the_agreeing_prefix_and_output_stays_greedy(synth_dir, shape):
+    """Drafts of 1..8 tokens wrong at every position (or not at all) through the speculative loop: the
+    accepted counts are the designed ones, and the tokens equal plain greedy decoding's: the cache rows
+    of rejected tokens never leak into later steps."""
+    runner = runner_for(synth_dir, shape)
+    prompt = list(range(3, 40))
+    truth = plain_greedy(runner, prompt, 80)
+    drafter = OracleDrafter(truth, len(prompt), lengths=[8, 3, 1, 5, 8, 2], wrong_at=[8, 0, 4, 1, 7, 2, 5, 3, 6])
+    drafter.extend(prompt)
+    stats = SpecStats()
+    first = runner.start(prompt, SamplingParams())
+    got = list(speculative_tokens(runner, first, drafter, 80, int, stats, lambda: False, lag=4))
+    assert got == truth
+    accepted = [a for a in drafter.expected]
+    assert stats.verify_steps == len(accepted) > 12 and stats.accepted == sum(accepted)
+    assert stats.drafted > stats.accepted > 0
+
+
+# --- through the engine ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module", params=["tiny", "tiny-qwen3"])
+def engine(request, synth_dir):
+    e = Engine.from_pretrained(synth_dir(request.param), device="cpu", max_context=512)
+    e.draft_config = DraftConfig(min_match=1, max_backoff=0)  # draft at every chance: many verify steps
+    return e
+
+
+def run(engine, prompt, **params):
+    events = list(engine.generate(prompt, SamplingParams(**params)))
+    fin = events[-1]
+    assert isinstance(fin, FinishEvent)
+    return [t for e in events[:-1] for t in e.token_ids], "".join(e.text for e in events[:-1]), fin.stats
+
+
+REPEATING = Prompt.from_ids([random.Random(1).randrange(10, 1000) for _ in range(30)] * 3)
+
+
+def test_speculative_greedy_equals_plain_greedy_with_verify_steps(engine):
+    steps = 0
+    for prompt in (REPEATING, Prompt.completion("def f(x):\n    return x\n" * 4)):
+        plain = run(engine, prompt, max_tokens=80, ignore_eos=True, speculate=False)
+        spec = run(engine, prompt, max_tokens=80, ignore_eos=True)
+        assert spec[:2] == plain[:2]
+        s = spec[2]
+        assert s.speculative and not plain[2].speculative and plain[2].verify_steps == 0
+        assert s.drafted >= s.accepted and s.effective_tok_s > 0 and s.decode_tok_s == s.effective_tok_s
+        if s.verify_steps:
+            assert s.accepted_per_verify == pytest.approx(s.accepted / s.verify_steps, abs=1e-3)
+        steps += s.verify_steps
+    assert steps > 0
+
+
+def test_max_tokens_stop_ids_and_stop_strings_end_at_the_same_token(engine):
+    ids, text, _ = run(engine, REPEATING, max_tokens=90, ignore_eos=True, speculate=False)
+    for n in (1, 2, 7, 33):
+        assert run(engine, REPEATING, max_tokens=n, ignore_eos=True)[0] == ids[:n]
+    stop_id = ids[40]
+    plain = run(engine, REPEATING, max_tokens=90, stop_token_ids=[stop_id], speculate=False)
+    spec = run(engine, REPEATING, max_tokens=90, stop_token_ids=[stop_id])
+    assert spec[:2] == plain[:2] and spec[2].finish_reason == plain[2].finish_reason == "stop"
+    stop = text[len(text) // 2:len(text) // 2 + 3]
+    plain = run(engine, REPEATING, max_tokens=90, ignore_eos=True, stop=[stop], speculate=False)
+    spec = run(engine, REPEATING, max_tokens=90, ignore_eos=True, stop=[stop])
+    assert spec[:2] == plain[:2] and spec[2].finish_reason == "stop" and spec[2].generated_tokens == plain[2].generated_tokens
+
+
+def test_cancel_ends_a_speculative_run(engine):
+    class CancelAfter:
+        def __init__(self, n):
+            self.n = n
+
+        def is_set(self):
+            self.n -= 1
+            return self.n < 0
+
+    events = list(engine.generate(REPEATING, SamplingParams(max_tokens=200, ignore_eos=True), cancel=CancelAfter(20)))
+    assert events[-1].stats.finish_reason == "cancelled" and 0 < events[-1].stats.generated_tokens < 200
+
+
+def test_sampled_and_penalised_requests_do_not_speculate(engine):
+    assert not run(engine, REPEATING, max_tokens=20, temperature=0.7, seed=1)[2].speculative
+    assert not run(engine, REPEATING, max_tokens=20, repetition_penalty=1.2)[2].speculative
+    assert run(engine, REPEATING, max_tokens=20)[2].speculative

@@ -1,0 +1,167 @@
+"""Spec for the FP8-weight GEMV kernels (kernels/fp8_*.py): each matches its PyTorch twin (the weight
+dequantized, float32 math), with either way of unpacking e4m3 (BITS), on odd shapes; on the GPU also at
+the real model shapes, with PDL, and inside one CUDA graph."""
+
+import pytest
+import torch
+
+from kernel_helpers import DEVICE, gpu, poisoned, randn, rel_err
+
+from inference.quant import quantize_fp8
+from kernels._fp8 import e4m3_byte
+from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu, fp8_rmsnorm_gate_up_silu_ref
+from kernels.fp8_gemv_residual import fp8_gemv_residual, fp8_gemv_residual_ref
+from kernels.fp8_lm_head_argmax import fp8_lm_head_argmax, fp8_lm_head_argmax_ref
+from kernels.fp8_rmsnorm_gemv import fp8_rmsnorm_gemv, fp8_rmsnorm_gemv_ref
+from kernels.lm_head_argmax import argmax_scratch
+
+SHAPES = [(37, 100), (64, 300), (5, 36), (128, 64)]  # K % 4 == 0 (the FP8 contract); N, K off the tiles
+
+
+def fp8(n, k, gen, scale=1.0):
+    w = quantize_fp8(randn(n, k, gen=gen, scale=scale, device="cpu"))
+    return w.q.to(DEVICE), w.scale.to(DEVICE)
+
+
+def test_every_e4m3_byte_unpacks_to_its_value_times_2_pow_minus_120():
+    """The integer unpacking (BITS) of all 254 finite e4m3 codes, subnormals and -0 included, in all four
+    byte positions of a word."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def unpack(words_ptr, out_ptr, N: tl.constexpr):
+        i = tl.arange(0, N)
+        w = tl.load(words_ptr + i)
+        for j in tl.static_range(4):
+            tl.store(out_ptr + i * 4 + j, e4m3_byte(w, j))
+
+    codes = torch.tensor([c for c in range(256) if c & 0x7F != 0x7F], dtype=torch.uint8)  # 0x7F / 0xFF: NaN
+    codes = torch.cat([codes, codes[:2]])  # 256 bytes = 64 words
+    out = torch.empty(256, device=DEVICE)
+    unpack[(1,)](codes.to(DEVICE).view(torch.int32), out, 64)
+    want = codes.view(torch.float8_e4m3fn).float()
+    assert torch.equal(out.cpu() * 2.0 ** 120, want)
+
+
+@pytest.mark.parametrize("bits", [False, True])
+@pytest.mark.parametrize("n,k", SHAPES)
+@pytest.mark.parametrize("norm,bias", [(True, True), (False, False)])
+def test_rmsnorm_gemv_matches_reference(n, k, bits, norm, bias, gen):
+    q, s = fp8(n, k, gen)
+    x = randn(k, gen=gen, scale=3.0)
+    nw = randn(k, gen=gen, dtype=torch.bfloat16) if norm else None
+    b = randn(n, gen=gen, dtype=torch.bfloat16) if bias else None
+    out = poisoned(n)
+    fp8_rmsnorm_gemv(x, q, s, out, norm_w=nw, eps=1e-6, bias=b, bits=bits)
+    assert rel_err(out, fp8_rmsnorm_gemv_ref(x, q, s, nw, 1e-6, b)) <= 1e-5
+
+
+@pytest.mark.parametrize("bits", [False, True])
+@pytest.mark.parametrize("n,k", SHAPES)
+def test_gemv_residual_adds_into_x_in_place(n, k, bits, gen):
+    q, s = fp8(n, k, gen)
+    a, x = randn(k, gen=gen), randn(n, gen=gen, scale=5.0)
+    ref = fp8_gemv_residual_ref(a, q, s, x)
+    assert fp8_gemv_residual(a, q, s, x, bits=bits) is x
+    assert rel_err(x, ref) <= 1e-5
+
+
+@pytest.mark.parametrize("bits", [False, True])
+@pytest.mark.parametrize("i,k", [(37, 100), (8, 64), (20, 36)])
+def test_gate_up_silu_matches_reference(i, k, bits, gen):
+    q, s = fp8(2 * i, k, gen)
+    x, nw = randn(k, gen=gen, scale=2.0), randn(k, gen=gen, dtype=torch.bfloat16)
+    out = poisoned(i)
+    fp8_rmsnorm_gate_up_silu(x, nw, 1e-6, q, s, out, bits=bits)
+    assert rel_err(out, fp8_rmsnorm_gate_up_silu_ref(x, nw, 1e-6, q, s)) <= 1e-5
+
+
+@pytest.mark.parametrize("bits", [False, True])
+def test_lm_head_argmax_picks_the_best_logit_and_feeds_it_back(bits, gen):
+    n, k = 300, 64
+    q, s = fp8(n, k, gen)
+    x, nw = randn(k, gen=gen), randn(k, gen=gen, dtype=torch.bfloat16)
+    embed = randn(n, k, gen=gen, dtype=torch.bfloat16)
+    logits, token = poisoned(n), torch.zeros(1, dtype=torch.int64, device=DEVICE)
+    pos, ring = torch.tensor([7], dtype=torch.int32, device=DEVICE), torch.full((16,), -1, device=DEVICE)
+    ref_logits, ref_token = fp8_lm_head_argmax_ref(x, q, s, nw, 1e-6)
+    fp8_lm_head_argmax(x, q, s, logits, token, pos, embed, argmax_scratch(DEVICE), norm_w=nw, ring=ring, bits=bits)
+    assert rel_err(logits, ref_logits) <= 1e-5
+    assert int(token) == int(ref_token) and int(pos) == 8 and int(ring[8]) == int(token)
+    assert torch.equal(x, embed[int(token)].float())
+
+
+def test_rejects_k_not_a_multiple_of_4(gen):
+    q, s = fp8(8, 30, gen)
+    with pytest.raises(AssertionError, match="multiple of 4"):
+        fp8_rmsnorm_gemv(randn(30, gen=gen), q, s, poisoned(8))
+
+
+@pytest.mark.gpu
+@gpu
+@pytest.mark.parametrize("bits", [False, True])
+@pytest.mark.parametrize("n,k", [(2048, 1536), (1536, 1536), (1536, 8960), (17920, 1536), (151936, 1536),
+                                 (3072, 11008), (999, 772)])
+def test_gpu_real_shapes_with_pdl(n, k, bits, gen):
+    """Every kernel at the model shapes (QKV, o_proj, down, gate/up, LM head), PDL on, twice in a row."""
+    q, s = fp8(n, k, gen, scale=0.02)
+    x = randn(k, gen=gen)
+    nw = randn(k, gen=gen, dtype=torch.bfloat16)
+    out = poisoned(n)
+    fp8_rmsnorm_gemv(x, q, s, out, norm_w=nw, pdl=True, bits=bits)
+    torch.cuda.synchronize()
+    assert rel_err(out, fp8_rmsnorm_gemv_ref(x, q, s, nw)) <= 1e-5
+    if n % 2 == 0:
+        h = poisoned(n // 2)
+        fp8_rmsnorm_gate_up_silu(x, nw, 1e-6, q, s, h, pdl=True, bits=bits)
+        torch.cuda.synchronize()
+        assert rel_err(h, fp8_rmsnorm_gate_up_silu_ref(x, nw, 1e-6, q, s)) <= 1e-5
+    r = randn(n, gen=gen)
+    ref = fp8_gemv_residual_ref(x, q, s, r)
+    fp8_gemv_residual(x, q, s, r, pdl=True, bits=bits)
+    torch.cuda.synchronize()
+    assert rel_err(r, ref) <= 1e-5
+
+
+@pytest.mark.gpu
+@gpu
+def test_gpu_kernels_chain_in_one_cuda_graph(gen):
+    """QKV-like, residual, gate/up, down and LM head argmax captured in one graph with PDL: each replay equals
+    the references run step by step."""
+    from kernel_helpers import captured
+
+    h, i, v = 512, 1024, 4096
+    wq, sq = fp8(768, h, gen, 0.05)
+    wo, so = fp8(h, 768, gen, 0.05)
+    wg, sg = fp8(2 * i, h, gen, 0.05)
+    wd, sd = fp8(h, i, gen, 0.05)
+    wl, sl = fp8(v, h, gen, 0.05)
+    nw = randn(h, gen=gen, dtype=torch.bfloat16)
+    embed = randn(v, h, gen=gen, dtype=torch.bfloat16)
+    x = randn(h, gen=gen)
+    qkv, act, logits = poisoned(768), poisoned(i), poisoned(v)
+    token, pos = torch.zeros(1, dtype=torch.int64, device="cuda"), torch.zeros(1, dtype=torch.int32, device="cuda")
+    scratch = argmax_scratch("cuda")
+
+    def step():
+        fp8_rmsnorm_gemv(x, wq, sq, qkv, norm_w=nw, pdl=True)
+        fp8_gemv_residual(qkv, wo, so, x, pdl=True)
+        fp8_rmsnorm_gate_up_silu(x, nw, 1e-6, wg, sg, act, pdl=True)
+        fp8_gemv_residual(act, wd, sd, x, pdl=True)
+        fp8_lm_head_argmax(x, wl, sl, logits, token, pos, embed, scratch, norm_w=nw, pdl=True)
+
+    def ref_step(x):
+        x = fp8_gemv_residual_ref(fp8_rmsnorm_gemv_ref(x, wq, sq, nw), wo, so, x)
+        x = fp8_gemv_residual_ref(fp8_rmsnorm_gate_up_silu_ref(x, nw, 1e-6, wg, sg), wd, sd, x)
+        return fp8_lm_head_argmax_ref(x, wl, sl, nw)[1]
+
+    x0 = x.clone()
+    graph = captured(step)
+    for _ in range(3):
+        x.copy_(x0)
+        want = ref_step(x0)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert int(token) == int(want)
+        x0 = embed[int(want)].float()
