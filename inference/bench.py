@@ -2,8 +2,10 @@
 
     python -m inference.bench --shape qwen2.5-coder-1.5b [--context 512] [--tokens 512]
         [--contexts 4096,16384] [--ttft 128,1024,4096] [--vs hf] [--json FILE] [--model DIR]
+    python -m inference.bench --workload edit --model DIR [--tokens 256]   (speculation off and on)
+    python -m inference.bench --workload verify --shape qwen2.5-coder-1.5b  (verify step vs one-token step)
         [--attention auto|cuda|triton] [--gemv auto|overlap|triton] [--tuning auto|generic|ROW]
-        [--weights bf16 | fp8 | fp8,bf16]
+        [--weights bf16 | fp8 | fp8,bf16] [--tp N]
 
 Writes a synthetic (random-weight) checkpoint of the shape on the fly unless --model is given,
 then measures in one run: copy bandwidth (device-to-device, bytes read + written); decode tok/s
@@ -139,6 +141,10 @@ def measure(engine, contexts: list[int], ttft_lens: list[int], args, bw: float) 
         r["rest_ms"] = r["ms_per_token"] - r["read_ms"]
         rows.append(r)
         print(f"{engine.info['weights']} context {c}: {r['tok_s']:.0f} tok/s", file=sys.stderr)
+    if args.tp > 1:
+        from .parallel.profile import sync_split
+        rows[0].update(sync_split(engine, random_prompt(args.context, engine.cfg.vocab_size), args.tokens,
+                                  rows[0]["ms_per_token"]))
     sampled = decode_rate(engine, args.context, args.tokens, args.repeats, SAMPLED)
     ttfts = {n: ttft(engine, n) for n in ttft_lens}
     info = engine.info
@@ -167,8 +173,15 @@ def main(argv=None) -> int:
     p.add_argument("--gemv", choices=["auto", "overlap", "triton"], default=None,
                    help="GEMV kernels (default: $INFERENCE_GEMV or auto)")
     p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallel over cuda:0..N-1 (reference path; "
+                   "adds the compute vs sync split)")
     p.add_argument("--json", default=None)
+    p.add_argument("--workload", choices=["decode", "edit", "verify"], default="decode",
+                   help="decode (default); edit: code-edit prompts, speculation off and on (inference.speculative.bench; "
+                        "CPU too); verify: the speculative verify step's cost vs a one-token step")
     args = p.parse_args(argv)
+    if args.workload == "edit":
+        return _edit(args)
     formats = [w for w in args.weights.split(",") if w]
     if not formats or any(w not in WEIGHTS for w in formats):
         p.error(f"--weights takes a comma-separated list of {', '.join(WEIGHTS)}, not {args.weights!r}")
@@ -194,21 +207,31 @@ def main(argv=None) -> int:
         print(f"wrote synthetic {args.shape} in {time.perf_counter() - t:.1f} s", file=sys.stderr)
         weights_note = "random weights"
 
+    if args.workload == "verify":
+        from .speculative.bench import verify_main
+
+        engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx,
+                                        weights=formats[0], **kernel_choice)
+        result = verify_main(args, engine)
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=2))
+        return 0
     bw = copy_bandwidth()
     runs = []
     for fmt in formats:
         t = time.perf_counter()
         engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx,
-                                        weights=fmt, **kernel_choice)
+                                        weights=fmt, **kernel_choice, tp=args.tp)
         if args.no_pdl:
             engine.runner.pdl = False
         print(f"loaded in {time.perf_counter() - t:.1f} s: {engine.info}", file=sys.stderr)
         runs.append(measure(engine, contexts, ttft_lens, args, bw))
+        engine.close()
         del engine
         torch.cuda.empty_cache()
     result = {
         "shape": args.shape if not args.model else str(model_dir), "weights": weights_note,
-        "gpu": torch.cuda.get_device_name(), "dtype": "bfloat16", "batch": 1,
+        "gpu": torch.cuda.get_device_name(), "dtype": "bfloat16", "batch": 1, "tp": args.tp,
         "copy_bandwidth_GBs": bw / 1e9, "runs": runs,
     }
     if args.vs == "hf":
@@ -223,7 +246,8 @@ def main(argv=None) -> int:
     first = runs[0]
     print(f"\n{result['shape']} ({weights_note}), bf16 activations, batch 1, {result['gpu']}, "
           f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if first['pdl'] else 'off'}, tuning {first['tuning']} "
-          f"(attention {first['attention']}; GEMVs " + ", ".join(f"{r['weights']} {r['gemv']}" for r in runs) + ")")
+          f"(attention {first['attention']}; GEMVs " + ", ".join(f"{r['weights']} {r['gemv']}" for r in runs) + ")"
+          + (f", tensor parallel over {args.tp} GPUs (reference path; GB read/token per GPU)" if args.tp > 1 else ""))
     print("| weights | context | tokens | tok/s | ms/token | GB read/token | MBU | read at copy bw, ms | rest, ms |")
     print("|:--------|--------:|-------:|------:|---------:|--------------:|----:|-------------------:|---------:|")
     for run in runs:
@@ -236,6 +260,11 @@ def main(argv=None) -> int:
         print(f"{run['weights']}: sampled ({', '.join(f'{k} {v}' for k, v in SAMPLED.items() if k != 'seed')}) at "
               f"context {args.context}: {sampled['tok_s']:.0f} tok/s; TTFT: "
               + ", ".join(f"{n} tokens {ms:.1f} ms" for n, ms in ttfts.items()))
+        if "sync_ms_per_token" in run["decode"][0]:
+            r = run["decode"][0]
+            print(f"{run['weights']}: tp {args.tp} at context {r['context']}: compute {r['compute_ms_per_token']:.3f} "
+                  f"ms/token, sync {r['sync_ms_per_token']:.3f} ms/token ({r['collectives_per_token']} collectives, "
+                  f"{r['sync_us_per_collective']:.1f} us each)")
     if len(runs) > 1:
         base = runs[-1]["decode"][0]["tok_s"]
         print("speed-up at context " + str(args.context) + ": "
@@ -246,6 +275,24 @@ def main(argv=None) -> int:
               f"-> {result['speedup_vs_hf']:.2f}x")
     if "hf_error" in result:
         print(f"transformers baseline failed: {result['hf_error']}")
+    return 0
+
+
+def _edit(args) -> int:
+    """--workload edit: inference.speculative.bench on a real model (--model), speculation off and on."""
+    from .engine import Engine
+    from .speculative.bench import edit_main
+
+    if not args.model:
+        print("error: --workload edit needs --model (a real model: acceptance on random weights means nothing)",
+              file=sys.stderr)
+        return 2
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    engine = Engine.from_pretrained(args.model, device=device, max_context=4096)
+    print(f"loaded: {engine.info}", file=sys.stderr)
+    result = edit_main(args, engine)
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2, default=str))
     return 0
 
 

@@ -137,8 +137,8 @@ class Engine:
         on_fast_path = tp == 1 and device.startswith("cuda") and fast is not False
         if fp8 and tp != 1:
             raise EngineError("FP8 weights run on one device (tp 1)")
-        if fp8 and on_fast_path and any(k % 4 for k in (cfg.hidden_size, cfg.q_size, cfg.intermediate_size)):
-            raise EngineError("FP8 weights on the fast path need hidden, attention and MLP sizes that are multiples of 4")
+        if fp8 and any(k % 4 for k in (cfg.hidden_size, cfg.q_size, cfg.intermediate_size)):
+            raise EngineError("FP8 weights need hidden, attention and MLP sizes that are multiples of 4")
         weights_detail = str(dtype).removeprefix("torch.")
         runner: Runner
         if tp != 1:

@@ -13,8 +13,10 @@ it yet, the queued Run is marked cancelled and the worker skips it.
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
+import time
 
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -27,14 +29,21 @@ from .services import parse_run_request
 log = logging.getLogger(__name__)
 
 
+TERMINAL = ("done", "cancelled", "error")
+
+
 class GenerateConsumer(AsyncWebsocketConsumer):
     async def connect(self):
         self.run_id: int | None = None
         self.worker_channel: str | None = None
         self.stop_requested = False
+        self.watch_task: asyncio.Task | None = None
+        self.layer_down_since: float | None = None
+        self.rel = settings.PLAYGROUND_RELIABILITY
         await self.accept()
 
     async def disconnect(self, code):
+        self._end_watch()
         if self.run_id is not None:
             try:
                 await self._stop(notify=False)
@@ -52,6 +61,47 @@ class GenerateConsumer(AsyncWebsocketConsumer):
             log.exception("consumer: handling %r failed", message.get("type"))
             with contextlib.suppress(Exception):
                 await self.send_json(p.error("the server could not handle that; try again", code="server_error"))
+
+    # -- the channel layer, survived --------------------------------------------------------
+    # Channels assigns `channel_receive` (the layer's receive for our channel) in __call__; the
+    # property wraps it so that a layer outage is told to the client and retried, not a 1011.
+    @property
+    def channel_receive(self):
+        return self._resilient_channel_receive
+
+    @channel_receive.setter
+    def channel_receive(self, receive):
+        self._layer_receive = receive
+
+    async def _resilient_channel_receive(self):
+        delay = 0.25
+        while True:
+            try:
+                message = await self._layer_receive()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if self.layer_down_since is None:
+                    self.layer_down_since = time.monotonic()
+                    log.warning("consumer: channel layer error (%s); retrying", e)
+                    with contextlib.suppress(Exception):
+                        await self.send_json(p.error("the message layer is unavailable; reconnecting",
+                                                     code="layer_down"))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.rel.layer_retry_max_s)
+                continue
+            if self.layer_down_since is not None:
+                await self._layer_recovered()
+            return message
+
+    async def _layer_recovered(self):
+        self.layer_down_since = None
+        log.warning("consumer: channel layer back")
+        if self.run_id is not None and self.worker_channel is None:  # its job may have been lost: queue it again
+            request = await records.request_if_queued(self.run_id)  # (a duplicate is skipped at claim)
+            if request is not None:
+                await self.channel_layer.send(settings.PLAYGROUND_QUEUE_CHANNEL,
+                                              p.job_run(self.run_id, request, self.channel_name))
 
     # -- browser -> server ---------------------------------------------------------------
     async def receive(self, text_data=None, bytes_data=None):
@@ -94,6 +144,8 @@ class GenerateConsumer(AsyncWebsocketConsumer):
             return await self.send_json(p.error(message, run_id=run_id, code="queue_unavailable"))
         self.run_id, self.worker_channel, self.stop_requested = run_id, None, False
         await self.send_json(p.accepted(run_id, await records.queued_ahead(run_id)))
+        self._end_watch()
+        self.watch_task = asyncio.create_task(self._watch(run_id))
 
     async def _stop(self, notify: bool = True):
         self.stop_requested = True
@@ -101,9 +153,69 @@ class GenerateConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.send(self.worker_channel, p.job_cancel(self.run_id))
         elif await records.cancel_if_queued(self.run_id):
             run_id, self.run_id = self.run_id, None
+            self._end_watch()
             if notify:
                 await self.send_json(p.done(run_id, "cancelled", {"finish_reason": "cancelled",
                                                                   "generated_tokens": 0}))
+        elif channel := await records.worker_channel_of(self.run_id):  # claimed, "started" not here yet
+            await self.channel_layer.send(channel, p.job_cancel(self.run_id))
+
+    # -- the watch: live queue position, no worker, dead worker, lost replies ----------------
+    def _end_watch(self):
+        if self.watch_task is not None and self.watch_task is not asyncio.current_task():
+            self.watch_task.cancel()
+        self.watch_task = None
+
+    async def _watch(self, run_id: int):
+        """While `run_id` waits or runs: tell the client its live position (and when no worker
+        is online), fail it when its worker's lease runs out or nobody came for too long, and
+        report a terminal state the database has but whose message never arrived."""
+        last_sent, last_position, terminal_since = time.monotonic(), None, None
+        try:
+            while self.run_id == run_id:
+                await asyncio.sleep(self.rel.watch_s)
+                try:
+                    state = await records.run_state(run_id, self.rel.lease_s)
+                except Exception as e:  # the database is busy or down: try again next tick
+                    log.warning("consumer: watching run %s failed: %s", run_id, e)
+                    continue
+                if state is None or self.run_id != run_id:
+                    return
+                status, now = state["status"], time.monotonic()
+                if status == "queued":
+                    position = (state["queued_ahead"], state["workers"])
+                    if state["workers"] == 0 and state["waited_s"] > self.rel.no_worker_timeout_s:
+                        message = f"no worker is online (waited {state['waited_s']:.0f} s); try again later"
+                        if await records.fail_if(run_id, "queued", message):
+                            await self._finish(p.error(message, run_id=run_id, code="no_worker"))
+                            return
+                    if position != last_position or now - last_sent >= self.rel.position_every_s:
+                        await self.send_json(p.queued(run_id, state["queued_ahead"], state["waited_s"],
+                                                      state["workers"]))
+                        last_sent, last_position = now, position
+                elif status == "running":
+                    age = state["worker_age_s"]
+                    if age is None or age > self.rel.lease_s:
+                        message = "the worker serving this run stopped; run it again"
+                        if await records.fail_if(run_id, "running", message):
+                            await self._finish(p.error(message, run_id=run_id, code="worker_lost"))
+                            return
+                elif status in TERMINAL:  # the worker's own message normally arrives first
+                    terminal_since = terminal_since or now
+                    if now - terminal_since >= self.rel.terminal_grace_s:
+                        if status == "error":
+                            await self._finish(p.error(state["error"] or "the run failed", run_id=run_id))
+                        else:
+                            reason = state["finish_reason"] or status
+                            await self._finish(p.done(run_id, reason, state["stats"] or {"finish_reason": reason}))
+                        return
+        except asyncio.CancelledError:
+            pass
+
+    async def _finish(self, message: dict):
+        self.run_id = self.worker_channel = None
+        self.watch_task = None
+        await self.send_json(message)
 
     # -- worker -> server (channel layer) ------------------------------------------------
     async def gen_started(self, message):
@@ -120,13 +232,15 @@ class GenerateConsumer(AsyncWebsocketConsumer):
 
     async def gen_done(self, message):
         if message["run_id"] == self.run_id:
+            self._end_watch()
             self.run_id = self.worker_channel = None
             await self.send_json(p.done(message["run_id"], message["finish_reason"], message["stats"]))
 
     async def gen_error(self, message):
         if message["run_id"] == self.run_id:
+            self._end_watch()
             self.run_id = self.worker_channel = None
-            await self.send_json(p.error(message["message"], run_id=message["run_id"]))
+            await self.send_json(p.error(message["message"], run_id=message["run_id"], code=message.get("code")))
 
     async def send_json(self, content):
         await self.send(text_data=p.dumps(content))

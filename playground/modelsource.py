@@ -54,9 +54,10 @@ def model_argument(model: str | None, device: str) -> str:
     return model if model else str(synthetic_checkpoint(device))
 
 
-def load_engine(model: str | None, device: str | None = None, dtype: str | None = None, weights: str | None = None):
+def load_engine(model: str | None, device: str | None = None, dtype: str | None = None, weights: str | None = None,
+                tp: int = 1):
     """Engine for the worker; raises EngineError (CheckpointError etc.) with a clear message. weights: None
-    (the checkpoint's, in dtype) or "fp8" (Engine.from_pretrained)."""
+    (the checkpoint's, in dtype) or "fp8" (Engine.from_pretrained); tp > 1: split over tp GPUs or processes."""
     from inference.engine import Engine
     from inference.errors import EngineError
 
@@ -65,4 +66,4 @@ def load_engine(model: str | None, device: str | None = None, dtype: str | None 
         raise EngineError(f"device {device!r} requested but no CUDA GPU is available (use --device cpu)")
     if device != "cpu" and not device.startswith("cuda"):
         raise EngineError(f"unknown device {device!r} (use cpu, cuda or cuda:N)")
-    return Engine.from_pretrained(model_argument(model, device), device=device, dtype=dtype, weights=weights)
+    return Engine.from_pretrained(model_argument(model, device), device=device, dtype=dtype, weights=weights, tp=tp)

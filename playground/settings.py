@@ -23,6 +23,7 @@ import secrets
 from pathlib import Path
 
 from playground.layer import LayerConfig
+from playground.limits import ClientLimits, Reliability
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -146,7 +147,9 @@ PLAYGROUND_MODEL = os.environ.get("PLAYGROUND_MODEL", "")
 PLAYGROUND_MAX_TOKENS = int(os.environ.get("PLAYGROUND_MAX_TOKENS", "8192"))
 PLAYGROUND_MAX_INPUT_CHARS = 200_000
 PLAYGROUND_FRAME_INTERVAL_S = 0.020
-PLAYGROUND_HEARTBEAT_S = 2.0
+PLAYGROUND_RELIABILITY = Reliability()
+PLAYGROUND_HEARTBEAT_S = PLAYGROUND_RELIABILITY.heartbeat_s
+PLAYGROUND_CLIENT_LIMITS = ClientLimits()
 PLAYGROUND_QUEUE_CHANNEL = "inference"
 PLAYGROUND_SERVE_STATIC = _env_bool("PLAYGROUND_SERVE_STATIC", True)
 # The address `manage.py playground` listens on (it sets this); "" = unknown (plain daphne), which

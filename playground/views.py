@@ -20,6 +20,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from .models import Playground, Run, WorkerStatus
 from .protocol import MODES, ProtocolError, loads, page_params, parse_turns, sampling_json, text
+from .records import live_workers_since
 from .services import parse_params
 from .sparkline import sparkline_points
 
@@ -34,9 +35,8 @@ def _session_key(request) -> str:
 
 
 def _live_workers():
-    """Workers whose heartbeat is recent (3 missed beats = gone)."""
-    since = timezone.now() - timedelta(seconds=3 * settings.PLAYGROUND_HEARTBEAT_S + 5)
-    return list(WorkerStatus.objects.filter(last_heartbeat__gte=since))
+    """Workers whose heartbeat is within the lease (the same rule that fails their runs)."""
+    return list(live_workers_since(settings.PLAYGROUND_RELIABILITY.lease_s))
 
 
 def _snapshot(obj) -> dict:

@@ -25,6 +25,7 @@ Messages are built by protocol.py. Not here: validation of user input (protocol.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -44,6 +45,8 @@ from inference.sampling import SamplingParams
 
 from . import protocol as p
 from . import records
+from .limits import Reliability
+from .models import Run
 
 log = logging.getLogger(__name__)
 
@@ -162,18 +165,24 @@ def downsample(values: list[float], n: int) -> list[float]:
 
 class Worker:
     def __init__(self, engine, layer, *, worker_id: str | None = None, queue: str | None = None,
-                 frame_interval: float | None = None, heartbeat_s: float | None = None):
+                 frame_interval: float | None = None, heartbeat_s: float | None = None,
+                 reliability: Reliability | None = None):
         self.engine = engine
         self.layer = layer
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.queue = queue or settings.PLAYGROUND_QUEUE_CHANNEL
         self.frame_interval = settings.PLAYGROUND_FRAME_INTERVAL_S if frame_interval is None else frame_interval
-        self.heartbeat_s = settings.PLAYGROUND_HEARTBEAT_S if heartbeat_s is None else heartbeat_s
+        self.rel = reliability or settings.PLAYGROUND_RELIABILITY
+        self.heartbeat_s = self.rel.heartbeat_s if heartbeat_s is None else heartbeat_s
         self.executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engine")
         self.channel: str | None = None  # control channel, set in run()
         self.current: tuple[int, threading.Event] | None = None
+        self.early_cancels: dict[int, float] = {}  # run_id -> when; cancels that beat the claim
         self.jobs_done = 0
         self.ready = asyncio.Event()
+        self.stopping = False
+        self._job_task: asyncio.Task | None = None
+        self._stopped = asyncio.Event()
         self.capabilities = model_capabilities(engine)
 
     @property
@@ -181,32 +190,83 @@ class Worker:
         return str(self.engine.info.get("model", ""))
 
     async def run(self) -> None:
-        """Serve forever (until cancelled): jobs, cancel messages, heartbeats."""
+        """Serve until cancelled or `request_stop()`: jobs, cancel messages, heartbeats."""
         self.channel = await self.layer.new_channel("worker")
         await asyncio.get_running_loop().run_in_executor(self.executor, self._warmup)
         await self.heartbeat()
-        tasks = [asyncio.create_task(self._job_loop()), asyncio.create_task(self._control_loop()),
-                 asyncio.create_task(self._heartbeat_loop())]
+        swept = await records.sweep(self.rel.lease_s, self._queue_expiry_s(), self.rel.worker_forget_s,
+                                    own_worker_id=self.worker_id)
+        if any(swept.values()):
+            log.warning("worker %s: at start, failed %d orphaned running and %d expired queued run(s)",
+                        self.worker_id, swept["running"], swept["expired"])
+        self._job_task = asyncio.create_task(self._job_loop())
+        others = [asyncio.create_task(self._control_loop()), asyncio.create_task(self._heartbeat_loop())]
         self.ready.set()
         log.info("worker %s serving %s on %s (queue %r)", self.worker_id, self.model,
                  self.engine.info.get("device"), self.queue)
         try:
-            await asyncio.gather(*tasks)
+            await self._job_task
+        except asyncio.CancelledError:
+            if not self.stopping:
+                raise
         finally:
-            for task in tasks:
+            for task in others:
                 task.cancel()
             if self.current:
                 self.current[1].set()
+        if self.stopping:  # a clean stop: leave the dashboard
+            await records.remove_worker(self.worker_id)
+            log.info("worker %s stopped", self.worker_id)
+        self._stopped.set()
+
+    async def stopped(self) -> None:
+        """Returns once run() has finished after request_stop()."""
+        await self._stopped.wait()
+
+    def request_stop(self) -> None:
+        """SIGTERM/SIGINT: stop taking jobs; the running one is cancelled, failed with a message
+        its client sees, and run() returns."""
+        if self.stopping:
+            return
+        self.stopping = True
+        log.info("worker %s: stopping", self.worker_id)
+        if self.current:
+            self.current[1].set()
+        elif self._job_task is not None:
+            self._job_task.cancel()
 
     def stop(self) -> None:
-        """Shutdown hook: cancel the running generation so the engine thread ends at once."""
+        """Last-resort shutdown hook: cancel the running generation so the engine thread ends at once."""
+        self.stopping = True
         if self.current:
             self.current[1].set()
         self.executor.shutdown(wait=False, cancel_futures=True)
 
-    async def _job_loop(self) -> None:
+    def _queue_expiry_s(self) -> float:
+        return float(getattr(self.layer, "expiry", 900))
+
+    async def _receive(self, channel: str) -> dict:
+        """layer.receive, retried with backoff while the layer is down (Redis restarting)."""
+        delay, down_since = 0.25, None
         while True:
-            job = await self.layer.receive(self.queue)
+            try:
+                msg = await self.layer.receive(channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                if down_since is None:
+                    down_since = time.monotonic()
+                    log.warning("worker %s: channel layer error (%s); retrying", self.worker_id, e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.rel.layer_retry_max_s)
+                continue
+            if down_since is not None:
+                log.warning("worker %s: channel layer back after %.1f s", self.worker_id, time.monotonic() - down_since)
+            return msg
+
+    async def _job_loop(self) -> None:
+        while not self.stopping:
+            job = await self._receive(self.queue)
             if job.get("type") != p.JOB_RUN:
                 log.warning("worker %s: ignoring %r on the job queue", self.worker_id, job.get("type"))
                 continue
@@ -214,41 +274,62 @@ class Worker:
                 await self.handle_job(job)
             except Exception:  # one bad job must not take the worker down
                 log.exception("worker %s: job %s failed", self.worker_id, job.get("run_id"))
+                if isinstance(job.get("run_id"), int):
+                    with contextlib.suppress(Exception):
+                        await records.fail_if(job["run_id"], Run.RUNNING, "internal error in the worker")
 
     async def _control_loop(self) -> None:
         while True:
-            msg = await self.layer.receive(self.channel)
-            if msg.get("type") == p.JOB_CANCEL and self.current and self.current[0] == msg.get("run_id"):
+            msg = await self._receive(self.channel)
+            if msg.get("type") != p.JOB_CANCEL:
+                continue
+            if self.current and self.current[0] == msg.get("run_id"):
                 self.current[1].set()
+            elif isinstance(msg.get("run_id"), int):  # the cancel beat our claim: remember it a while
+                now = time.monotonic()
+                self.early_cancels = {k: t for k, t in self.early_cancels.items() if now - t < 60}
+                self.early_cancels[msg["run_id"]] = now
 
     async def _heartbeat_loop(self) -> None:
+        beats = 0
         while True:
             await asyncio.sleep(self.heartbeat_s)
+            beats += 1
             try:
                 await self.heartbeat()
-            except Exception:
-                log.exception("worker %s: heartbeat failed", self.worker_id)
+                if beats % 10 == 0:
+                    await records.sweep(self.rel.lease_s, self._queue_expiry_s(), self.rel.worker_forget_s)
+            except Exception as e:
+                log.warning("worker %s: heartbeat failed: %s", self.worker_id, e)
 
     async def heartbeat(self, job_finished: bool = False) -> None:
         info = self.engine.info
         used, total = gpu_memory(str(info.get("device", "cpu")))
-        await records.write_heartbeat(self.worker_id, {
+        current = self.current
+        status = await records.write_heartbeat(self.worker_id, {
             "model": self.model,
             "device": str(info.get("device", "")),
             "random_weights": bool(info.get("random_weights")),
             "fast_path": bool(info.get("fast_path")),
-            "busy": self.current is not None,
-            "current_run": self.current[0] if self.current else None,
+            "busy": current is not None,
+            "current_run": current[0] if current else None,
             "gpu_memory_used_mb": used,
             "gpu_memory_total_mb": total,
             "info": {**{k: v for k, v in info.items() if isinstance(v, (str, int, float, bool))},
-                     **self.capabilities},
+                     **self.capabilities, "control_channel": self.channel},
         }, job_finished=job_finished)
+        if current and status is not None and status != Run.RUNNING:  # cancelled or failed elsewhere
+            current[1].set()
 
-    async def _reply(self, channel: str, message: dict, cancel: threading.Event) -> None:
+    async def _reply(self, channel: str, message: dict, cancel: threading.Event, lost: list) -> None:
         try:
             await self.layer.send(channel, message)
         except ChannelFull:  # the browser stopped reading: nobody wants the rest
+            cancel.set()
+        except Exception as e:  # the layer is down: the client cannot hear us; stop and record why
+            if not lost:
+                log.warning("worker %s: reply to run %s failed: %s", self.worker_id, message.get("run_id"), e)
+            lost.append(e)
             cancel.set()
 
     async def handle_job(self, job: dict) -> None:
@@ -257,14 +338,18 @@ class Worker:
             return  # stopped (or taken) before we got to it
         cancel = threading.Event()
         self.current = (run_id, cancel)
+        if self.early_cancels.pop(run_id, None) is not None or self.stopping:
+            cancel.set()
+        lost: list = []
         loop = asyncio.get_running_loop()
         stream = FrameStream(loop, time.perf_counter())
-        await self._reply(reply, p.gen_started(run_id, self.channel, self.worker_id, self.model), cancel)
+        await self._reply(reply, p.gen_started(run_id, self.channel, self.worker_id, self.model), cancel, lost)
         future = loop.run_in_executor(self.executor, self._generate, job, cancel, stream)
         seq, series = 0, []
         try:
             async for frame in stream.frames(self.frame_interval):
-                await self._reply(reply, p.gen_frame(run_id, seq, **frame), cancel)
+                if not lost:
+                    await self._reply(reply, p.gen_frame(run_id, seq, **frame), cancel, lost)
                 seq += 1
                 if frame["tok_s"] > 0:
                     series.append(frame["tok_s"])
@@ -272,15 +357,20 @@ class Worker:
         finally:
             self.current = None
         output = "".join(stream.output)
-        if stream.error is not None:
-            await records.fail_run(run_id, stream.error, output)
-            await self._reply(reply, p.gen_error(run_id, stream.error, code=stream.error_code), cancel)
+        error, code = stream.error, stream.error_code
+        if lost:
+            error, code = "the connection to the message layer was lost during the run", "layer_down"
+        elif self.stopping and (stream.stats or {}).get("finish_reason") == "cancelled":
+            error, code = "the worker was shut down during the run; run it again", "worker_stopped"
+        if error is not None:
+            await records.fail_run(run_id, error, output)
+            await self._reply(reply, p.gen_error(run_id, error, code=code), cancel, lost)
         else:
             stats = dict(stream.stats, elapsed_ms=round((time.perf_counter() - stream.t0) * 1000, 1),
                          frames=seq, model=self.model, worker_id=self.worker_id,
                          tok_s_series=downsample(series, SERIES_POINTS))
             await records.finish_run(run_id, output, stats)
-            await self._reply(reply, p.gen_done(run_id, stats["finish_reason"], stats), cancel)
+            await self._reply(reply, p.gen_done(run_id, stats["finish_reason"], stats), cancel, lost)
         self.jobs_done += 1
         await self.heartbeat(job_finished=True)
 

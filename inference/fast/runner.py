@@ -304,7 +304,34 @@ class FastRunner(Runner):
             for pos in (len(prompt_ids) + params.max_tokens - 1, len(prompt_ids)):  # of the last and first step
                 self._select_attention(pos)
                 self._graph()
+            if params.speculate and params.greedy and params.repetition_penalty == 1.0:
+                self._verifier().capture(len(prompt_ids), len(prompt_ids) + params.max_tokens)
         return self.token.clone()
+
+    def _verifier(self):
+        """Speculative decoding's verify step (inference.speculative.fast_verify), built on first use."""
+        if getattr(self, "verifier", None) is None:
+            from ..speculative.fast_verify import FastVerifier
+            self.verifier = FastVerifier.for_runner(self)
+        return self.verifier
+
+    @property
+    def max_draft(self) -> int:
+        return self._verifier().width - 1
+
+    @torch.inference_mode()
+    def verify(self, draft: list[int]) -> list[int]:
+        """The accepted drafted tokens and the model's next one (greedy); a plain step where the verify
+        step's rows would pass the end of the cache."""
+        v = self._verifier()
+        if not v.fits(self.host_pos):
+            slot = self.step().numpy()
+            while slot[0] < 0:
+                pass
+            return [int(slot[0])]
+        out = v.run(draft, self.host_pos) if self.use_graph else v.run_eager(draft, self.host_pos)
+        self.host_pos += len(out)
+        return out
 
     @torch.inference_mode()
     def step(self) -> Tensor:

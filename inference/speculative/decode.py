@@ -41,10 +41,11 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
     pending = deque([first])  # plain-step tokens not yet read back
     issued, done = 1, 0  # tokens the runner has produced (or has in flight), tokens yielded
     drafting = False  # a match was seen: issue no more plain steps, then try a draft
+    most = getattr(runner, "max_draft", max_tokens)  # the runner's verify width - 1 (the fast path's is fixed)
     while done < max_tokens:
         if not pending:  # every token is on the host: the tail is known
             if drafting:
-                draft = drafter.propose(limit=max_tokens - issued - 1)
+                draft = drafter.propose(limit=min(most, max_tokens - issued - 1))
                 if draft:
                     out = runner.verify(draft)
                     n = len(out) - 1

@@ -222,6 +222,7 @@ def tokens_and_stats(engine, prompt, **kw):
 @pytest.mark.slow
 def test_engine_tp2_over_gloo_generates_what_tp1_generates_and_close_stops_the_ranks(synth_dir):
     from inference.engine import Engine
+    from inference.parallel.profile import sync_split
 
     path = synth_dir("tiny")
     one = Engine.from_pretrained(path, device="cpu", max_context=256)
@@ -235,12 +236,26 @@ def test_engine_tp2_over_gloo_generates_what_tp1_generates_and_close_stops_the_r
         # No seed given: rank 0 picks one for every rank and reports it; TP=1 with that seed agrees.
         got, stats = tokens_and_stats(two, "x = ", temperature=1.0)
         assert got == tokens_and_stats(one, "x = ", temperature=1.0, seed=stats.seed)[0]
+        # The bench's split: 2 all-reduces per layer + 1 argmax gather per token, timed on rank 0.
+        split = sync_split(two, [5, 6, 7, 8], 6, ms_per_token=10.0)
+        assert split["collectives_per_token"] == 2 * two.cfg.num_layers + 1
+        assert 0 < split["sync_ms_per_token"] and split["compute_ms_per_token"] == 10.0 - split["sync_ms_per_token"]
+        assert two.runner.comm.timed is False and two.runner.comm.spans_ms() == []  # timing is off again
         procs = two.runner.followers.procs
         assert all(p.is_alive() for p in procs)
     finally:
         two.close()
     assert not any(p.is_alive() for p in procs)
     two.close()  # twice is fine
+
+
+@pytest.mark.slow
+def test_allreduce_bench_times_gloo_between_two_processes():
+    from inference.parallel.allreduce_bench import run
+
+    rows = run(2, "cpu", [64, 1536], iters=5)
+    assert [(r["elements"], r["bytes"]) for r in rows] == [(64, 256), (1536, 6144)]
+    assert all(isinstance(r["eager_us"], float) and r["eager_us"] > 0 for r in rows)
 
 
 def test_engine_refuses_bad_tp_requests_before_starting_any_process(synth_dir):
@@ -295,3 +310,28 @@ def test_nccl_tp_matches_the_single_gpu_paths(tmp_path, shape, tp):
         assert agree >= 0.98 and rel <= 2e-2
     finally:
         tp16.close()
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_one_rank_nccl_group_on_one_gpu_generates_the_reference_tokens(tmp_path):
+    """The TP path on CUDA over NCCL with one GPU (a group of one: every collective runs, with no
+    peers): the tokens of the one-GPU reference runner in every sampling mode, each collective timed."""
+    import functools
+
+    from inference.parallel.launch import LaunchSpec, launch
+    from inference.synth import write_checkpoint
+
+    path = write_checkpoint("qwen2.5-coder-1.5b", tmp_path / "m", layers=4, device="cuda")
+    cfg = ModelConfig.from_file(path / "config.json")
+    load = functools.partial(load_weights, path, cfg, dtype=torch.float32)
+    runner = launch(LaunchSpec(cfg, load, 1, "cuda", 512, timed=True))
+    try:
+        ref = ReferenceRunner(cfg, load(device="cuda"), 512)
+        for mode, kw in MODES.items():
+            params = SamplingParams(max_tokens=32, **{"seed": 0, **kw})
+            assert generate(runner, PROMPT, 16, params) == generate(ref, PROMPT, 16, params), mode
+        spans = runner.comm.spans_ms()
+        assert len(spans) == len(MODES) * 16 * (2 * cfg.num_layers + 1) and min(spans) >= 0
+    finally:
+        runner.close()

@@ -67,7 +67,7 @@ async def layer():
 async def running_worker(engine, layer, **kwargs):
     from playground.worker import Worker
 
-    worker = Worker(engine, layer, heartbeat_s=kwargs.pop("heartbeat_s", 30), **kwargs)
+    worker = Worker(engine, layer, **kwargs)
     task = asyncio.create_task(worker.run())
     await asyncio.wait_for(worker.ready.wait(), 10)
     try:

@@ -21,10 +21,12 @@ from daphne.server import Server
 from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
+from django.utils import timezone
 
 from inference.errors import EngineError
 
 from ...layer import check_redis_timeouts
+from ...models import Run
 from ...modelsource import default_device, load_engine
 from ...worker import Worker
 
@@ -50,6 +52,11 @@ class Command(BaseCommand):
     def handle(self, *args, host, port, model, device, dtype, weights, no_worker, **options):
         call_command("migrate", interactive=False, verbosity=0)
         check_redis_timeouts(get_channel_layer())
+        if not settings.REDIS_URL:  # the in-memory queue died with the last process: nothing can serve these
+            stale = Run.objects.filter(status__in=(Run.QUEUED, Run.RUNNING)).update(
+                status=Run.ERROR, error="the server restarted before this run finished", finished_at=timezone.now())
+            if stale:
+                self.stdout.write(f"Failed {stale} run(s) left unfinished by the previous server process")
         worker = None
         if not no_worker:
             device = device or default_device()
@@ -92,7 +99,15 @@ class Command(BaseCommand):
         if worker is not None:
             from twisted.internet import reactor
 
-            reactor.addSystemEventTrigger("before", "shutdown", worker.stop)
+            from twisted.internet.defer import Deferred
+
+            def shutdown():  # fail the running job and tell its client before the loop stops
+                worker.request_stop()
+                task = asyncio.get_event_loop().create_task(asyncio.wait_for(worker.stopped(), 10))
+                task.add_done_callback(lambda _: worker.stop())
+                return Deferred.fromFuture(task)
+
+            reactor.addSystemEventTrigger("before", "shutdown", shutdown)
         server.run()
 
 
