@@ -346,6 +346,22 @@ class FastRunner(Runner):
         self.host_pos += 1
         return self.ring[slot:slot + 1]
 
+    # -- public hooks for tools (lab/): the step as captured, and the tuning row ---------------------
+    def step_graph(self) -> torch.cuda.CUDAGraph:
+        """The captured step for the current sampler mode and kernels (captured on first use)."""
+        return self._graph()
+
+    def launch_step(self) -> None:
+        """One step's kernels, launched now on the current stream (what step_graph() holds)."""
+        self._step_body()
+
+    def use_tuning(self, tuning: Tuning, attention: str = "auto", gemv: str = "auto") -> None:
+        """Serve from another kernels.tuning row with these kernel choices; drops captured graphs (the lab's
+        A/B of one tuned number: dataclasses.replace(row, down_l2_prefetch=0))."""
+        self.tuning = tuning
+        self.use_gemv(gemv)
+        self.use_attention(attention)
+
     @torch.inference_mode()
     def forced_logits(self, token: int) -> Tensor:
         """Teacher forcing for tests: logits after feeding `token` at the current position."""

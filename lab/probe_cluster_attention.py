@@ -1,6 +1,6 @@
 """Variants of the CUDA cluster attention against the Triton kernel (GPU only):
 
-    PYTHONPATH=. python scripts/probe_cluster_attention.py [--contexts 600,1000] [--step-shapes a,b]
+    python -m lab.probe_cluster_attention [--contexts 600,1000] [--step-shapes a,b]
 
 1. Alone: 28 launches chained with PDL in one CUDA graph (one cache per layer), us per launch,
    for the Qwen2.5-1.5B (12/2), Qwen3-1.7B (16/8) and Qwen2.5-3B (16/2) head layouts.
@@ -13,7 +13,7 @@ import tempfile
 
 import torch
 
-from _probe_engine import greedy_graph, random_engine, replay_us
+from lab.engine import greedy_graph, random_engine, replay_us
 from kernels import cluster_attention as ca
 from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits, rope_tables
 

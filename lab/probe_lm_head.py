@@ -2,19 +2,20 @@
 only): the launch alone, 20 per CUDA graph (PDL on), under its launch config and the ones given, against
 torch.sum over the same weight (a read-only stream) and a device-to-device copy (read + write).
 
-    PYTHONPATH=.:scripts python scripts/probe_lm_head.py [SHAPES] [--configs 16_256_4_1,32_128_4_3]
+    python -m lab.probe_lm_head [SHAPES] [--configs 16_256_4_1,32_128_4_3]
 
 GB/s and us per launch, median of 5 replays; a table last.
 """
 import argparse
 import statistics
+from dataclasses import replace
 
 import torch
 
-from _probe_engine import replay_us
+from lab.engine import replay_us
 from inference.synth import SHAPES
-from kernels import _util
 from kernels.lm_head_argmax import argmax_scratch, lm_head_argmax
+from kernels.tuning import for_device
 
 REPS = 20
 
@@ -52,8 +53,8 @@ def main():
         ring = torch.zeros(256, dtype=torch.int64, pin_memory=True)
         x0 = x.clone()
 
-        def head():
-            lm_head_argmax(x, w, logits, token, pos, w, scratch, norm_w=norm_w, ring=ring, pdl=True)
+        def head(tuning=None):
+            lm_head_argmax(x, w, logits, token, pos, w, scratch, norm_w=norm_w, ring=ring, pdl=True, tuning=tuning)
             x.copy_(x0)  # the launch wrote the next embedding into x
 
         dst = torch.empty_like(w)
@@ -61,18 +62,12 @@ def main():
                     "copy (read + write, 2x bytes)": lambda: dst.copy_(w),
                     "x.copy_ alone (in every head row)": lambda: x.copy_(x0),
                     "lm_head_argmax (rule)": head}
-        base = dict(_util.TUNED)
+        row = for_device(dev)
         for c in args.configs.split(","):
-            bn, bk, nw, st = map(int, c.split("_"))
-
-            def tuned(bn=bn, bk=bk, nw=nw, st=st):
-                _util.TUNED[(n, k)] = [(bn, bk, nw, st)]
-                head()
-            variants[f"lm_head_argmax {c}"] = tuned
+            cfg_row = replace(row, gemv_overrides=(((n, k), tuple(map(int, c.split("_")))),))
+            variants[f"lm_head_argmax {c}"] = lambda r=cfg_row: head(r)
         for v, fn in variants.items():
             us = time_graph(fn)
-            _util.TUNED.clear()
-            _util.TUNED.update(base)
             moved = 2 * nbytes if v.startswith("copy") else nbytes
             gbs = moved / us / 1e3
             rows.append((shape, v, us, gbs))

@@ -1,6 +1,6 @@
 """Micro-benchmark of the decode kernels at the Qwen2.5-Coder-1.5B shapes (GPU only).
 
-    python -m kernels.bench_kernels [--layers 28] [--no-cublas]
+    python -m lab.bench_kernels [--layers 28] [--no-cublas]
 
 Prints, per kernel: shape, time per launch measured the way the decode step runs them — 24
 launches back to back in one CUDA graph over rotating weight copies (so L2 never holds the

@@ -4,7 +4,7 @@ that hold k steps back to back (the second step's first kernel then follows the 
 of starting a new graph; timing only: in such a graph the first layer's CUDA attention, released at the streamed
 QKV's start, may read the position before the previous step's LM head advances it, so the runner does not use them).
 
-    PYTHONPATH=.:scripts python scripts/probe_positions.py [SHAPES] [--positions 512,640,768,896,992]
+    python -m lab.probe_positions [SHAPES] [--positions 512,640,768,896,992]
 
 us per step, median of 3 rounds; a table last.
 """
@@ -14,7 +14,7 @@ import tempfile
 
 import torch
 
-from _probe_engine import greedy_graph, random_engine, replay_us
+from lab.engine import greedy_graph, random_engine, replay_us
 
 
 def steps_graph(runner, k: int) -> torch.cuda.CUDAGraph:
@@ -24,7 +24,7 @@ def steps_graph(runner, k: int) -> torch.cuda.CUDAGraph:
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph, stream=stream):
         for _ in range(k):
-            runner._step_body()
+            runner.launch_step()
     torch.cuda.current_stream().wait_stream(stream)
     return graph
 

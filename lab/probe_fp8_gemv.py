@@ -1,10 +1,10 @@
 """Lab probe: the FP8 GEMV kernels' launch configs at the model shapes, GPU only.
 
-    python scripts/probe_fp8_gemv.py [--shapes qwen2.5-coder-1.5b,llama-3.2-1b,qwen2.5-coder-3b] [--quick]
+    python -m lab.probe_fp8_gemv [--shapes qwen2.5-coder-1.5b,llama-3.2-1b,qwen2.5-coder-3b] [--quick]
 
 For every weight of each shape (QKV, o_proj, gate/up, down, LM head) and every candidate config:
 time per launch as the step runs them (24 launches back to back in one CUDA graph over rotating weight
-copies so L2 never holds them, PDL on: kernels.bench_kernels.in_graph_us), bytes read / time and that
+copies so L2 never holds them, PDL on: lab.bench_kernels.in_graph_us), bytes read / time and that
 as a share of the copy bandwidth, and the rule's own config (kernels._fp8.fp8_config). Prints the best per
 weight last. Not a test; the end-to-end number is inference.bench --weights fp8,bf16.
 """
@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inference.quant import quantize_fp8  # noqa: E402
 from inference.synth import SHAPES  # noqa: E402
 from kernels._fp8 import fp8_config  # noqa: E402
-from kernels.bench_kernels import copies, copy_bandwidth, in_graph_us  # noqa: E402
+from lab.bench_kernels import copies, copy_bandwidth, in_graph_us  # noqa: E402
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu  # noqa: E402
 from kernels.fp8_gemv_residual import fp8_gemv_residual  # noqa: E402
 from kernels.fp8_rmsnorm_gemv import fp8_rmsnorm_gemv  # noqa: E402

@@ -1,6 +1,6 @@
 """The decode step with the Triton or the CUDA kernels of one kind, same engine, same run (GPU only):
 
-    PYTHONPATH=. python scripts/ab_step.py --what attention|gemv [--shapes a,b] [--contexts 512,16384]
+    python -m lab.ab_step --what attention|gemv [--shapes a,b] [--contexts 512,16384]
                                            [--replays 200]
 
 --what attention switches decode attention (FastRunner.use_attention: Triton vs the CUDA cluster
@@ -16,7 +16,7 @@ import tempfile
 
 import torch
 
-from _probe_engine import greedy_graph, random_engine, replay_us
+from lab.engine import greedy_graph, random_engine, replay_us
 from inference.bench import random_prompt
 from inference.sampling import SamplingParams
 

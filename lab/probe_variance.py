@@ -5,7 +5,7 @@ so only the first load differs in address); each engine's step graph at ctx 512 
 median of 3 rounds). Run it in several processes to compare the spread within one process with the spread between
 processes (kernels/PERF.md fourteenth session: 1008.5-1011.9 us, three processes x four loads, one machine).
 
-    PYTHONPATH=.:scripts python scripts/probe_variance.py [SHAPE] [--loads 4]
+    python -m lab.probe_variance [SHAPE] [--loads 4]
 """
 import argparse
 import statistics
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from _probe_engine import greedy_graph, replay_us
+from lab.engine import greedy_graph, replay_us
 from inference.engine import Engine
 from inference.synth import write_checkpoint
 

@@ -2,7 +2,7 @@
 back to back with nothing between two replays, a timing event after each, an event without timing after
 each, or a timing event after every 16th (kernels/PERF.md thirteenth session).
 
-    PYTHONPATH=.:scripts python scripts/probe_token_events.py [SHAPES] [--steps 400]
+    python -m lab.probe_token_events [SHAPES] [--steps 400]
 
 us per step, median of 3 rounds (variants alternating); a table last.
 """
@@ -12,7 +12,7 @@ import tempfile
 
 import torch
 
-from _probe_engine import greedy_graph, random_engine
+from lab.engine import greedy_graph, random_engine
 
 
 def replay(graph, steps: int, every: int, timing: bool) -> float:

@@ -1,6 +1,6 @@
 """Where a decode step's time goes, kernel by kernel (GPU only):
 
-    PYTHONPATH=. python scripts/profile_step.py [shape] [--context 512] [--no-floor]
+    python -m lab.profile_step [shape] [--context 512] [--no-floor]
 
 1. Timeline: the greedy step's CUDA graph (the engine's FastRunner, random weights) replayed under
    torch.profiler; for every kernel of a step: its duration, and its exclusive time = its end minus
@@ -21,7 +21,7 @@ import torch
 import triton
 import triton.language as tl
 
-from _probe_engine import greedy_graph, random_engine, replay_us
+from lab.engine import greedy_graph, random_engine, replay_us
 from kernels._util import pdl_launch_kwargs
 
 KINDS = [("rmsnorm_gemv", "qkv"), ("attn", "attention"), ("gemv_residual", "o/down"),

@@ -1,4 +1,4 @@
-"""What the GPU probes in scripts/ share: an engine over a random-weight checkpoint, and its greedy
+"""What the GPU probes in lab/ share: an engine over a random-weight checkpoint, and its greedy
 decode step's CUDA graph at a given context. Not a benchmark (see inference.bench)."""
 from pathlib import Path
 
@@ -20,7 +20,7 @@ def greedy_graph(engine: Engine, context: int, warmup: int = 5) -> torch.cuda.CU
     """The runner's greedy step graph after a random `context`-token prompt, replayed `warmup` times."""
     runner = engine.runner
     runner.start(random_prompt(context, engine.cfg.vocab_size), SamplingParams(max_tokens=10_000, temperature=0.0))
-    graph = runner._graph()
+    graph = runner.step_graph()
     for _ in range(warmup):
         graph.replay()
     torch.cuda.synchronize()

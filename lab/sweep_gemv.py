@@ -1,6 +1,6 @@
 """Sweep of the GEMV launch configs inside a whole decode step (GPU only).
 
-    python -m kernels.sweep_gemv [--shape qwen2.5-coder-1.5b] [--context 512]
+    python -m lab.sweep_gemv [--shape qwen2.5-coder-1.5b] [--context 512]
 
 Builds the decode step of a model shape from random weights (all layers: fused-norm QKV, decode
 attention, o_proj, gate/up + SiLU, down_proj, then the LM head), captures it in one CUDA graph
@@ -20,7 +20,7 @@ import statistics
 import torch
 import triton
 
-from kernels.bench_kernels import SHAPES, Step, copy_bandwidth
+from lab.bench_kernels import SHAPES, Step, copy_bandwidth
 
 CANDIDATES = {  # (BLOCK_N, BLOCK_K, num_warps); gate_up's BLOCK_N counts gate rows (as many up rows)
     "qkv": [(2, 1024, 4), (2, 2048, 4), (1, 2048, 4), (4, 2048, 8), (4, 512, 4), (8, 256, 4), (1, 1024, 2)],

@@ -4,7 +4,7 @@ the engine issues it (at most LAG steps ahead of the token read back from the pi
 of the host's loop, and the engine itself (Engine.generate's decode_tok_s). Measured (kernels/PERF.md fourteenth
 session): all within 1 us of each other; the engine costs the device nothing per token.
 
-    PYTHONPATH=.:scripts python scripts/probe_pacing.py [SHAPES] [--lags 8,32]
+    python -m lab.probe_pacing [SHAPES] [--lags 8,32]
 
 us per step, median of 3 rounds; a table last.
 """
@@ -16,7 +16,7 @@ from collections import deque
 
 import torch
 
-from _probe_engine import random_engine
+from lab.engine import random_engine
 from inference.bench import random_prompt
 from inference.engine import FinishEvent
 from inference.prompts import Prompt
