@@ -51,7 +51,7 @@ from kernels.rmsnorm_gemv import rmsnorm_gemv
 from kernels.tuning import Tuning, for_device
 
 from ..config import ModelConfig
-from ..reference import KVCache
+from ..kv_cache import KVCache
 from ..runner import Runner
 from ..sampling import Sampler, SamplingParams
 from ..weights import ModelWeights
