@@ -342,8 +342,8 @@ class _DeviceTimer:
     FastRunner's ring) is polled; any other device token is copied into pinned memory with an event
     behind it. Decode time is the device time between the first token read and the last token read that
     has a timing event: those follow the first TIMED_FIRST tokens, every TIMED_EVERY-th and the last
-    one asked for (an event after every step cost the 1.5B ~2 us per token: kernels/PERF.md thirteenth
-    session). CPU: values are ready at once; host clock.
+    one asked for (an event after every step cost the 1.5B ~2 us per token: kernels/PERF.md). CPU: values
+    are ready at once; host clock.
     """
 
     def __init__(self, device: torch.device):

@@ -47,7 +47,7 @@ class DeviceInfo:
 class Tuning:
     """One GPU's tuned numbers (the defaults are the H200's, measured at batch 1, bf16)."""
     name: str = "h200"
-    why: str = "measured on one H200 over fifteen sessions; an H100 shares it until re-measured"
+    why: str = "measured on one H200 inside the whole decode step; an H100 shares it until re-measured"
 
     # -- kernel choices ("auto" in FastRunner.use_attention / use_gemv) ------------------------------
     cuda_attention: bool = knob(True, "the CUDA cluster attention is faster than Triton's below "

@@ -112,7 +112,7 @@ __device__ __forceinline__ void produce(const Phase& ph, int& s, unsigned char* 
 // Producer, after its copies: this CTA's share of the l2_prefetch spans, in bulk prefetches of at most 32 KB
 // (no completion to wait for; the lines just arrive in L2). `last`: the full barrier of its last slot when the
 // ring held the CTA's whole share (no slot reused), so the prefetches never queue before its own weights
-// (3B step at ctx 512: 1837.7 -> 1832.0 us, kernels/PERF.md thirteenth session).
+// (3B step at ctx 512: 1837.7 -> 1832.0 us; lab/HISTORY.md).
 __device__ __forceinline__ void l2_prefetch(const Params& prm, u64* last) {
   if (prm.pf_bytes[0] == 0 && prm.pf_bytes[1] == 0) return;
   if (last != nullptr) mbar_wait(smem_u32(last), 0);
