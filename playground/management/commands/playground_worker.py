@@ -26,7 +26,8 @@ class Command(BaseCommand):
     help = "Run one GPU worker on the shared (Redis) channel layer."
 
     def add_arguments(self, parser):
-        parser.add_argument("--model", default=None, help="local folder or hub id (default: PLAYGROUND_MODEL)")
+        parser.add_argument("--model", default=None, help="a .gguf file, a Hugging Face folder, a hub id or synthetic:SHAPE "
+                                                         "(default: PLAYGROUND_MODEL, else SmolLM2-135M-Instruct)")
         parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N")
         parser.add_argument("--dtype", default=None)
         parser.add_argument("--weights", default=None, choices=["fp8", "bf16", "fp16", "fp32"],
