@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import httpx
+import openai
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -29,3 +30,13 @@ def test_the_playground_serves_smollm2_by_default(processes_factory, free_tcp_po
         "temperature": 0}).json()
     text = out["choices"][0]["text"]
     assert "return" in text or "s[::-1]" in text or "if " in text, (text, procs.logs())
+
+    # README's "done when": the openai client streams real text from the default model, usage last.
+    client = openai.OpenAI(base_url=f"{base}/v1", api_key="x")
+    model = client.models.list().data[0].id
+    chunks = list(client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Write a Python function that reverses a string."}],
+        max_tokens=24, temperature=0, stream=True, stream_options={"include_usage": True}))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert "def " in text, (text, procs.logs())
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 24
