@@ -4,7 +4,7 @@ tile's products, launch configs and argument checks.
 Weights are e4m3 [N, K] (row-major, K % 4 == 0) with one float32 scale per row; activations stay float32,
 products are summed in float32 and the row's scale multiplies the finished dot product. A row is read as
 K/4 int32 words; byte j of word c is column 4c + j, so each tile pairs with x through four stride-4 reads
-(L1 hits: x is a few KB). Measured on an H100 (scripts/probe_fp8_gemv.py, the same configs on two
+(L1 hits: x is a few KB). Measured on an H100 (lab/probe_fp8_gemv.py, the same configs on two
 machines whose LM head timed the same): storing rows K-quarter interleaved instead, so those reads become
 four contiguous chunks, made the layer GEMVs 5-13% slower (1.5B gate/up 14.8 -> 16.7 us, down 9.6 -> 10.1).
 
