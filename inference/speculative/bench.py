@@ -145,7 +145,7 @@ def _verify_cost(engine, context: int, iters: int) -> dict:
         return a.elapsed_time(b) * 1000 / iters
 
     runner._select_attention(runner.host_pos)
-    step_graph = runner._graph()
+    step_graph = runner.step_graph()
     step_us = timed(step_graph.replay)
     graph = v.graph(v.span(runner.host_pos))
     v._load(draft)
