@@ -114,7 +114,7 @@ class Engine:
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
         bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)). The fast
-        path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | cuda | triton)
+        path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | triton)
         and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
         tp > 1 splits the model over tp processes (inference.parallel: reference path; `close()`
         stops them). weights: None (the checkpoint's values in dtype), "fp8" (inference.quant: e4m3
@@ -375,8 +375,8 @@ class _DeviceTimer:
     FastRunner's ring) is polled; any other device token is copied into pinned memory with an event
     behind it. Decode time is the device time between the first token read and the last token read that
     has a timing event: those follow the first TIMED_FIRST tokens, every TIMED_EVERY-th and the last
-    one asked for (an event after every step cost the 1.5B ~2 us per token: kernels/PERF.md thirteenth
-    session). CPU: values are ready at once; host clock.
+    one asked for (an event after every step cost the 1.5B ~2 us per token: kernels/PERF.md). CPU: values
+    are ready at once; host clock.
     """
 
     def __init__(self, device: torch.device):

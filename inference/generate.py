@@ -4,7 +4,7 @@
         (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT | --fim-prefix A --fim-suffix B)
         --max-tokens N [--temperature T] [--top-p P] [--top-k K] [--min-p P]
         [--repetition-penalty R] [--seed S] [--stop STR ...] [--ignore-eos] [--json]
-        [--attention auto|cuda|triton] [--gemv auto|overlap|cuda|triton] [--tuning auto|generic|ROW]
+        [--attention auto|cuda|triton] [--gemv auto|overlap|triton] [--tuning auto|generic|ROW]
         [--tp N]
 
 Without --json the text streams to stdout and one stats line goes to stderr. With --json
@@ -52,7 +52,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     p.add_argument("--attention", choices=["auto", "cuda", "triton"], default=None,
                    help="fast path's decode attention kernel (default: $INFERENCE_ATTENTION or auto)")
-    p.add_argument("--gemv", choices=["auto", "overlap", "cuda", "triton"], default=None,
+    p.add_argument("--gemv", choices=["auto", "overlap", "triton"], default=None,
                    help="fast path's GEMV kernels (default: $INFERENCE_GEMV or auto)")
     p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
     p.add_argument("--tp", type=int, default=1, help="tensor parallel over N processes (cuda:0..N-1, or CPU "

@@ -2,6 +2,7 @@
 tuned number says why (runs on CPU: rows are chosen from device properties, given here as data)."""
 
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -39,6 +40,13 @@ def test_every_tuned_number_has_a_one_line_why_and_a_perf_pointer():
     assert tuned and all(f.metadata.get("why") and f.metadata.get("perf", "").startswith("PERF.md") for f in tuned)
     assert all("\n" not in f.metadata["why"] for f in tuned)
     assert len(H200.explain()) == len(tuned)
+
+
+def test_every_perf_pointer_names_a_section_of_perf_md():
+    perf = (Path(tuning.__file__).parent / "PERF.md").read_text()
+    for f in fields(Tuning):
+        if f.metadata:
+            assert f.metadata["perf"].removeprefix("PERF.md: ") in perf, (f.name, f.metadata["perf"])
 
 
 def test_model_shape_conditions_are_read_from_the_row():
