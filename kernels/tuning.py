@@ -80,6 +80,8 @@ class Tuning:
                                     "6 MB into L2 while attention runs (2-10 MB measured)", "PERF.md: L2 prefetches")
     down_l2_prefetch: int = knob(2 * MB, "Triton down_proj prefetches the next layer's first 2 MB of QKV "
                                  "(LM head after the last layer) into L2 (1-6 MB measured)", "PERF.md: L2 prefetches")
+    fp8_down_l2_prefetch: int = knob(2 * MB, "the FP8 step's down_proj prefetches as many bytes of the next QKV "
+                                     "(twice the rows of bf16's)", "PERF.md: L2 prefetches")
 
     # -- Triton GEMV launch configs -----------------------------------------------------------------
     gemv_overrides: tuple = knob((((1536, 1536), (4, 2048, 8, 1)), ((1536, 8960), (4, 2048, 8, 1))),
@@ -125,6 +127,7 @@ def generic(info: DeviceInfo) -> Tuning:
     return replace(H200, name="generic", why=f"fallback for {info.name}: {info.sms} SMs, "
                    f"{info.smem_per_block >> 10} KB shared memory per block, {info.l2_bytes >> 20} MB L2",
                    cuda_attention=False, stream_gemv=False, gate_up_l2_prefetch=0, down_l2_prefetch=prefetch,
+                   fp8_down_l2_prefetch=prefetch,
                    gemv_overrides=())
 
 

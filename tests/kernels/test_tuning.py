@@ -26,7 +26,7 @@ def test_a_gpu_not_in_the_table_gets_the_generic_fallback_without_clusters_or_st
     assert row.name == "generic"
     assert not row.cuda_attention and not row.stream_gemv
     assert row.gemv_overrides == () and row.gate_up_l2_prefetch == 0
-    assert row.down_l2_prefetch == 0  # the bulk L2 prefetch is a Hopper instruction
+    assert row.down_l2_prefetch == row.fp8_down_l2_prefetch == 0  # the bulk L2 prefetch: a Hopper instruction
     assert "108 SMs" in row.why and "40 MB L2" in row.why
 
 
