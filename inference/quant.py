@@ -2,9 +2,7 @@
 
     w[n, k]  ~=  q[n, k] * scale[n],   q in float8_e4m3fn,  scale[n] = max_k |w[n, k]| / 448
 
-stored in the kernels' K-quarter interleaved order (kernels._fp8.interleave: byte 4c + j of a row holds
-column j*K/4 + c; K % 4 == 0), so a decode kernel reads four columns per int32 word against four
-contiguous chunks of the activation.
+with K % 4 == 0 (the decode kernels read a row as int32 words of four e4m3 values).
 
 `quantize_model` turns a loaded `ModelWeights` (bf16/fp16/fp32, from safetensors or GGUF) into one
 whose linear layers (QKV, o_proj, gate/up, down and, when asked, the LM head) are `Fp8Weight`s; norms,
@@ -25,8 +23,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from kernels._fp8 import deinterleave, interleave
-
 from .weights import LayerWeights, ModelWeights
 
 E4M3 = torch.float8_e4m3fn
@@ -39,7 +35,7 @@ CHUNK_ELEMENTS = 1 << 24  # rows quantized per pass stay below this many element
 
 @dataclass
 class Fp8Weight:
-    """One linear layer's weight in FP8: q [N, K] e4m3 (contiguous, K-quarter interleaved), scale [N] float32."""
+    """One linear layer's weight in FP8: q [N, K] e4m3 (row-major, contiguous), scale [N] float32."""
 
     q: Tensor
     scale: Tensor
@@ -60,13 +56,13 @@ class Fp8Weight:
         return self.q.numel() + 4 * self.scale.numel()
 
     def dequantize(self, dtype: torch.dtype = torch.float32) -> Tensor:
-        """q * scale as a [N, K] tensor of `dtype` in column order (computed in float32, then cast)."""
-        return (deinterleave(self.q).float() * self.scale[:, None]).to(dtype)
+        """q * scale as a [N, K] tensor of `dtype` (computed in float32, then cast)."""
+        return (self.q.float() * self.scale[:, None]).to(dtype)
 
 
 def quantize_fp8(w: Tensor) -> Fp8Weight:
     """Per-output-channel e4m3 quantization of a [N, K] weight, K % 4 == 0 (round to nearest; all-zero rows get
-    scale 1), in the interleaved order."""
+    scale 1)."""
     assert w.dim() == 2 and w.shape[1] % 4 == 0, "expected a [N, K] weight with K a multiple of 4"
     n, k = w.shape
     q = torch.empty((n, k), dtype=E4M3, device=w.device)
@@ -77,7 +73,7 @@ def quantize_fp8(w: Tensor) -> Fp8Weight:
         amax = rows.abs().amax(dim=1)
         s = torch.where(amax > 0, amax / E4M3_MAX, torch.ones_like(amax))
         scale[r:r + step] = s
-        q[r:r + step] = interleave((rows / s[:, None]).clamp_(-E4M3_MAX, E4M3_MAX).to(E4M3))
+        q[r:r + step] = (rows / s[:, None]).clamp_(-E4M3_MAX, E4M3_MAX).to(E4M3)
     return Fp8Weight(q, scale)
 
 

@@ -1,20 +1,20 @@
-"""Shared pieces of the FP8-weight GEMV kernels (kernels/fp8_*.py): the weight layout, unpacking e4m3 with
-integer ops, one tile's products, launch configs and argument checks.
+"""Shared pieces of the FP8-weight GEMV kernels (kernels/fp8_*.py): unpacking e4m3 with integer ops, one
+tile's products, launch configs and argument checks.
 
-Weights are e4m3 [N, K] with one float32 scale per row; activations stay float32, products are summed in
-float32 and the row's scale multiplies the finished dot product.
-
-Layout (K-quarter interleaved): a row is read as K/4 int32 words, and byte j of word c holds column
-j*K/4 + c (`interleave` / `deinterleave`). So the four bytes of a tile of words pair with four contiguous
-chunks of x (vector loads), not with four stride-4 gathers. inference.quant stores weights this way.
+Weights are e4m3 [N, K] (row-major, K % 4 == 0) with one float32 scale per row; activations stay float32,
+products are summed in float32 and the row's scale multiplies the finished dot product. A row is read as
+K/4 int32 words; byte j of word c is column 4c + j, so each tile pairs with x through four stride-4 reads
+(L1 hits: x is a few KB). Measured on an H100 (lab/probe_fp8_gemv.py, the same configs on two
+machines whose LM head timed the same): storing rows K-quarter interleaved instead, so those reads become
+four contiguous chunks, made the layer GEMVs 5-13% slower (1.5B gate/up 14.8 -> 16.7 us, down 9.6 -> 10.1).
 
 Unpacking: each byte becomes a float32 with integer ops only (`e4m3_byte`): sign to bit 31, the 7
 exponent/mantissa bits to bits 26..20. That is the e4m3 value times 2^-120 exactly (e4m3 subnormals
 land on float32 subnormals, which FMAs keep: Triton does not flush them), so the epilogue multiplies
 the scale by 2^120 (UNIT). Measured against the hardware conversion (.to(tl.float32) of e4m3) on an H100,
-each with its best config, both in column order (before the interleaved layout): the LM head 1.11-1.14x
+each with its best config (row-major both): the LM head 1.11-1.14x
 and the 1.5B's gate/up 1.24x faster, the other weights of the 1.5B / Llama-1B / 3B shapes within -7%..+7%
-(scripts/probe_fp8_gemv.py).
+(lab/probe_fp8_gemv.py).
 
 Not here: the kernels themselves, quantization (inference/quant.py).
 """
@@ -27,18 +27,6 @@ from kernels._util import interpreting
 
 E4M3 = torch.float8_e4m3fn
 UNIT = 1.329227995784916e36  # 2.0 ** 120, exact in float32: what the scales are multiplied by
-
-
-def interleave(q: torch.Tensor) -> torch.Tensor:
-    """[N, K] values in column order -> the kernels' layout (byte 4c + j of a row = column j*K/4 + c)."""
-    n, k = q.shape
-    return q.reshape(n, 4, k // 4).transpose(1, 2).reshape(n, k)
-
-
-def deinterleave(q: torch.Tensor) -> torch.Tensor:
-    """The kernels' layout -> [N, K] in column order (the inverse of interleave)."""
-    n, k = q.shape
-    return q.reshape(n, k // 4, 4).transpose(1, 2).reshape(n, k)
 
 
 @triton.jit
@@ -69,10 +57,10 @@ def tile_products(w, x_ptr, norm_w_ptr, offs, KQ, HAS_NORM: tl.constexpr):
     """One tile of int32 words w [BN, BW] at word offsets offs (< KQ = K/4) times x -> (products [BN, BW] fp32,
     a word's four columns summed in-thread, times 2^-120; x^2 [BW] of the same columns)."""
     mask = offs < KQ
-    x, sq = x_chunk(x_ptr, norm_w_ptr, offs, mask, HAS_NORM)
+    x, sq = x_chunk(x_ptr, norm_w_ptr, offs * 4, mask, HAS_NORM)
     p = e4m3_byte(w, 0) * x[None, :]
     for j in tl.static_range(1, 4):
-        x, s = x_chunk(x_ptr, norm_w_ptr, j * KQ + offs, mask, HAS_NORM)
+        x, s = x_chunk(x_ptr, norm_w_ptr, offs * 4 + j, mask, HAS_NORM)
         p += e4m3_byte(w, j) * x[None, :]
         sq += s
     return p, sq
@@ -94,14 +82,14 @@ def words(q: torch.Tensor) -> torch.Tensor:
 
 
 def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """float32 [N, K] in column order: the reference twins' weight."""
-    return deinterleave(q).float() * scale[:, None]
+    """float32 [N, K]: the reference twins' weight."""
+    return q.float() * scale[:, None]
 
 
 def fp8_config(kind: str, n: int, k: int) -> dict:
     """{BLOCK_N, BLOCK_K (e4m3 columns per tile), num_warps} for an FP8 GEMV of `kind` ("gemv": QKV and the LM
     head, "residual": o_proj and down_proj, "gate_up": n = I) over an [n, k] weight. The bests of
-    scripts/probe_fp8_gemv.py on an H100 (24 launches in one graph, PDL on), the same for the 1.5B, Llama-1B
+    lab/probe_fp8_gemv.py on an H100 (24 launches in one graph, PDL on), the same for the 1.5B, Llama-1B
     and 3B shapes: QKV (4, 512, 4), o_proj and down (4, 2048, 8), gate/up (8, 512, 4), LM head (16, 512, 4);
     larger tiles per thread (16 rows x 8 warps) spill and run up to 2x slower."""
     if interpreting():

@@ -20,7 +20,7 @@ from kernels._util import WEIGHT_DTYPES, check_vec, pdl_launch_kwargs
 # Contract:
 #   x        [K]       fp32, contiguous (residual stream)
 #   norm_w   [K]       any float dtype (post_attention_layernorm)
-#   Q        [2I, K]   float8_e4m3fn, K-quarter interleaved (kernels._fp8), K % 4 == 0; rows 0..I-1 gate, I..2I-1 up
+#   Q        [2I, K]   float8_e4m3fn row-major, K % 4 == 0, read as int32 words; rows 0..I-1 gate, I..2I-1 up
 #   scale    [2I]      fp32
 #   out      [I]       fp32, fully written
 #   grid     (cdiv(I, BLOCK_N),): program p owns gate rows and up rows [p*BLOCK_N, (p+1)*BLOCK_N)

@@ -19,7 +19,7 @@ from kernels._util import check_vec, interpreting, pdl_launch_kwargs
 
 # Contract:
 #   a      [K]     fp32, contiguous (attention output, or silu(g)*u)
-#   Q      [N, K]  float8_e4m3fn, K-quarter interleaved (kernels._fp8), K % 4 == 0, read as int32 words
+#   Q      [N, K]  float8_e4m3fn, row-major contiguous, K % 4 == 0, read as int32 words
 #   scale  [N]     fp32
 #   x      [N]     fp32, contiguous, updated in place (the residual stream)
 #   grid   (cdiv(N, BLOCK_N),): program p owns rows [p*BLOCK_N, (p+1)*BLOCK_N)

@@ -23,7 +23,7 @@ from kernels.lm_head_argmax import NO_KEY, argmax_vote, argmax_winner
 
 # Contract:
 #   x        [K]     fp32 (final hidden state in; the next token's embedding out)
-#   Q        [N, K]  float8_e4m3fn, K-quarter interleaved (the LM head), K % 4 == 0; scale [N] fp32; norm_w [K]
+#   Q        [N, K]  float8_e4m3fn row-major (the LM head), K % 4 == 0; scale [N] fp32; norm_w [K]
 #   logits   [N]     fp32, fully written
 #   scratch  [2]     int64: best key (NO_KEY on entry and exit), ticket counter (0 on entry and exit)
 #   token    [1]     int64, written; pos [1] int32, incremented

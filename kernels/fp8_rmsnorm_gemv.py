@@ -4,7 +4,7 @@ The FP8 twin of kernels.rmsnorm_gemv (QKV with the input norm fused in; the fina
 [N, K] e4m3 with one float32 scale per row, x is float32, products are summed in float32, and the row's
 scale and the norm's rsqrt multiply the finished dot product. Every program streams BLOCK_N rows once,
 loading the next tile before multiplying the current one. `fp8_rows_dot` is the main loop, shared with
-fp8_lm_head_argmax. Q's layout (K-quarter interleaved) and the integer unpacking: kernels/_fp8.py.
+fp8_lm_head_argmax. The integer unpacking of e4m3: kernels/_fp8.py.
 
 Not here: the residual add (fp8_gemv_residual), FP8 activations, per-group scales.
 """
@@ -49,7 +49,7 @@ def fp8_rows_dot(x_ptr, w_ptr, s_ptr, norm_w_ptr, rows, row_mask, K, KQ, eps, un
 
 # Contract:
 #   x      [K]     fp32, contiguous
-#   Q      [N, K]  float8_e4m3fn, K-quarter interleaved (kernels._fp8), K % 4 == 0, read as int32 words
+#   Q      [N, K]  float8_e4m3fn, row-major contiguous, K % 4 == 0, read as int32 words
 #   scale  [N]     fp32
 #   norm_w [K]     any float dtype (read only when HAS_NORM)
 #   bias   [N]     any float dtype (read only when HAS_BIAS)
