@@ -150,6 +150,10 @@ PLAYGROUND_FRAME_INTERVAL_S = 0.020
 PLAYGROUND_RELIABILITY = Reliability()
 PLAYGROUND_HEARTBEAT_S = PLAYGROUND_RELIABILITY.heartbeat_s
 PLAYGROUND_CLIENT_LIMITS = ClientLimits()
+# WebSocket frames: up to this many bytes are read (larger: an error frame); Daphne is told to
+# take twice this, so a frame between the two is answered, beyond it closed with 1009.
+PLAYGROUND_MAX_FRAME_BYTES = 4 * 1024 * 1024
+PLAYGROUND_DAPHNE_MAX_MESSAGE_BYTES = 2 * PLAYGROUND_MAX_FRAME_BYTES
 PLAYGROUND_QUEUE_CHANNEL = "inference"
 PLAYGROUND_SERVE_STATIC = _env_bool("PLAYGROUND_SERVE_STATIC", True)
 # The address `manage.py playground` listens on (it sets this); "" = unknown (plain daphne), which
