@@ -143,27 +143,6 @@ def test_sigterm_fails_the_running_job_tells_its_client_and_exits_cleanly(stack)
     assert_no_tracebacks(stack.procs)
 
 
-def test_a_redis_restart_mid_run_ends_every_run_and_the_sockets_recover(stack):
-    w1 = stack.worker("w1")
-    a, run_a = start_long_run(stack.web)
-    b = WSClient(stack.web)
-    b.send(SHORT)
-    run_b = b.until(lambda m: m["type"] == "accepted")[-1]["run_id"]
-    stack.redis.kill()
-    time.sleep(1.0)
-    stack.redis.start()  # empty: the queued job is gone from Redis
-    end_a = a.until(ended, timeout=20)[-1]
-    end_b = b.until(ended, timeout=60)[-1]
-    assert end_a["run_id"] == run_a and end_b["run_id"] == run_b
-    assert end_b["type"] == "done"  # requeued by its consumer when the layer came back
-    assert status_of(stack.db, run_a)[0] in ("error", "done", "cancelled")
-    assert status_of(stack.db, run_b)[0] == "done"
-    assert w1.poll() is None  # the worker survived
-    for client in (a, b):  # no 1011: the same sockets run again
-        client.send(SHORT)
-        assert client.until(ended, timeout=60)[-1]["type"] == "done"
-
-
 def test_clients_gone_before_started_cost_the_worker_nothing(stack):
     stack.worker("w1")
     runs = []

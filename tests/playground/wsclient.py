@@ -90,6 +90,8 @@ class WSClient:
         """Messages up to and including the first that satisfies predicate."""
         deadline, out = time.monotonic() + timeout, []
         while True:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no matching message within {timeout} s; got {out[-3:]}")
             msg = self.recv(max(0.01, deadline - time.monotonic()))
             out.append(msg)
             if predicate(msg):
