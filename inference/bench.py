@@ -5,7 +5,7 @@
     python -m inference.bench --workload edit --model DIR [--tokens 256]   (speculation off and on)
     python -m inference.bench --workload verify --shape qwen2.5-coder-1.5b  (verify step vs one-token step)
         [--attention auto|cuda|triton] [--gemv auto|overlap|cuda|triton] [--tuning auto|generic|ROW]
-        [--weights bf16 | fp8 | fp8,bf16]
+        [--weights bf16 | fp8 | fp8,bf16] [--tp N]
 
 Writes a synthetic (random-weight) checkpoint of the shape on the fly unless --model is given,
 then measures in one run: copy bandwidth (device-to-device, bytes read + written); decode tok/s
@@ -141,6 +141,10 @@ def measure(engine, contexts: list[int], ttft_lens: list[int], args, bw: float) 
         r["rest_ms"] = r["ms_per_token"] - r["read_ms"]
         rows.append(r)
         print(f"{engine.info['weights']} context {c}: {r['tok_s']:.0f} tok/s", file=sys.stderr)
+    if args.tp > 1:
+        from .parallel.profile import sync_split
+        rows[0].update(sync_split(engine, random_prompt(args.context, engine.cfg.vocab_size), args.tokens,
+                                  rows[0]["ms_per_token"]))
     sampled = decode_rate(engine, args.context, args.tokens, args.repeats, SAMPLED)
     ttfts = {n: ttft(engine, n) for n in ttft_lens}
     info = engine.info
@@ -155,7 +159,8 @@ WEIGHTS = ("bf16", "fp8")
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m inference.bench", description=__doc__.split("\n")[0])
     p.add_argument("--shape", default="qwen2.5-coder-1.5b")
-    p.add_argument("--model", default=None, help="benchmark this folder instead of a synthetic checkpoint")
+    p.add_argument("--model", default=None, help="benchmark this model instead of a synthetic checkpoint: a folder, "
+                   "a .gguf file, or 'default' (SmolLM2-135M-Instruct)")
     p.add_argument("--context", type=int, default=512)
     p.add_argument("--tokens", type=int, default=512)
     p.add_argument("--contexts", default="", help="extra contexts to report, e.g. 4096,16384")
@@ -169,6 +174,8 @@ def main(argv=None) -> int:
     p.add_argument("--gemv", choices=["auto", "overlap", "cuda", "triton"], default=None,
                    help="GEMV kernels (default: $INFERENCE_GEMV or auto)")
     p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallel over cuda:0..N-1 (reference path; "
+                   "adds the compute vs sync split)")
     p.add_argument("--json", default=None)
     p.add_argument("--workload", choices=["decode", "edit", "verify"], default="decode",
                    help="decode (default); edit: code-edit prompts, speculation off and on (inference.speculative.bench; "
@@ -215,16 +222,17 @@ def main(argv=None) -> int:
     for fmt in formats:
         t = time.perf_counter()
         engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx,
-                                        weights=fmt, **kernel_choice)
+                                        weights=fmt, **kernel_choice, tp=args.tp)
         if args.no_pdl:
             engine.runner.pdl = False
         print(f"loaded in {time.perf_counter() - t:.1f} s: {engine.info}", file=sys.stderr)
         runs.append(measure(engine, contexts, ttft_lens, args, bw))
+        engine.close()
         del engine
         torch.cuda.empty_cache()
     result = {
         "shape": args.shape if not args.model else str(model_dir), "weights": weights_note,
-        "gpu": torch.cuda.get_device_name(), "dtype": "bfloat16", "batch": 1,
+        "gpu": torch.cuda.get_device_name(), "dtype": "bfloat16", "batch": 1, "tp": args.tp,
         "copy_bandwidth_GBs": bw / 1e9, "runs": runs,
     }
     if args.vs == "hf":
@@ -239,7 +247,8 @@ def main(argv=None) -> int:
     first = runs[0]
     print(f"\n{result['shape']} ({weights_note}), bf16 activations, batch 1, {result['gpu']}, "
           f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if first['pdl'] else 'off'}, tuning {first['tuning']} "
-          f"(attention {first['attention']}; GEMVs " + ", ".join(f"{r['weights']} {r['gemv']}" for r in runs) + ")")
+          f"(attention {first['attention']}; GEMVs " + ", ".join(f"{r['weights']} {r['gemv']}" for r in runs) + ")"
+          + (f", tensor parallel over {args.tp} GPUs (reference path; GB read/token per GPU)" if args.tp > 1 else ""))
     print("| weights | context | tokens | tok/s | ms/token | GB read/token | MBU | read at copy bw, ms | rest, ms |")
     print("|:--------|--------:|-------:|------:|---------:|--------------:|----:|-------------------:|---------:|")
     for run in runs:
@@ -252,6 +261,11 @@ def main(argv=None) -> int:
         print(f"{run['weights']}: sampled ({', '.join(f'{k} {v}' for k, v in SAMPLED.items() if k != 'seed')}) at "
               f"context {args.context}: {sampled['tok_s']:.0f} tok/s; TTFT: "
               + ", ".join(f"{n} tokens {ms:.1f} ms" for n, ms in ttfts.items()))
+        if "sync_ms_per_token" in run["decode"][0]:
+            r = run["decode"][0]
+            print(f"{run['weights']}: tp {args.tp} at context {r['context']}: compute {r['compute_ms_per_token']:.3f} "
+                  f"ms/token, sync {r['sync_ms_per_token']:.3f} ms/token ({r['collectives_per_token']} collectives, "
+                  f"{r['sync_us_per_collective']:.1f} us each)")
     if len(runs) > 1:
         base = runs[-1]["decode"][0]["tok_s"]
         print("speed-up at context " + str(args.context) + ": "

@@ -99,7 +99,7 @@ def weight_files(model_dir: str | Path) -> list[Path]:
     if list(path.glob("*.bin")) or list(path.glob("*.pt")) or list(path.glob("*.pth")):
         hint = " (found PyTorch .bin/.pt files: only safetensors weights are supported; convert them)"
     elif list(path.glob("*.gguf")):
-        hint = " (found .gguf files: GGUF is not supported; use the Hugging Face safetensors release)"
+        hint = " (found .gguf files: pass the .gguf file itself as the model)"
     raise CheckpointError(f"{path}: no weights: expected {SINGLE_FILE} or {INDEX_FILE}{hint}")
 
 

@@ -28,6 +28,9 @@ class RopeConfig:
     low_freq_factor: float = 1.0
     high_freq_factor: float = 4.0
     original_max_position_embeddings: int = 8192
+    # Per-frequency divisors of the inverse frequencies (GGUF's rope_freqs tensor: how llama.cpp
+    # stores Llama 3.1-style scaling); () = none.
+    freq_factors: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,8 @@ def rope_inv_freq(cfg: ModelConfig):
 
     r, d = cfg.rope, cfg.head_dim
     inv = 1.0 / (r.theta ** (torch.arange(0, d, 2, dtype=torch.int64).float() / d))
+    if r.freq_factors:  # as ggml's rope: theta = pos * base^(-2i/d) / freq_factors[i]
+        return inv / torch.tensor(r.freq_factors, dtype=torch.float32)
     if r.kind != "llama3":
         return inv
     old = r.original_max_position_embeddings

@@ -1,4 +1,4 @@
-"""The Engine: batch-1 streaming generation from a Hugging Face checkpoint.
+"""The Engine: batch-1 streaming generation from a checkpoint (Hugging Face folder or GGUF file).
 
 `Engine.from_pretrained(path, device=..., dtype=...)` loads config, tokenizer and weights and
 picks a runner (the CUDA fast path on a GPU, else the reference forward). `generate(prompt,
@@ -7,7 +7,8 @@ params)` yields `TokenEvent`s as tokens arrive and ends with one `FinishEvent` c
 The decode loop never makes the device wait for the host: each step's token lands in pinned host
 memory (the fast path's graph writes it there itself) and is read `LAG` steps later, so stop
 conditions (EOS ids, stop strings, max_tokens, cancellation) are seen a few steps late and the
-overshoot is simply discarded. One Engine serves one request at a time; callers serialise.
+overshoot is simply discarded. On the CPU one step is in flight at a time (`_lag`). One Engine
+serves one request at a time; callers serialise.
 
 Greedy requests (no repetition penalty) on a runner that can verify drafts speculate by prompt
 lookup unless params.speculate is off: the tokens come from `inference.speculative`'s loop,
@@ -17,7 +18,6 @@ below reads them one by one either way, so the output is the same token for toke
 
 from __future__ import annotations
 
-import functools
 import time
 from collections import deque
 from dataclasses import asdict, dataclass
@@ -26,20 +26,20 @@ from typing import Iterator, Protocol
 
 import torch
 
-from .checkpoint import check_model_dir, load_generation_config, load_weights
 from .config import ModelConfig
 from .detokenizer import IncrementalDetokenizer
-from .errors import EngineError, PromptError
+from .errors import EngineError, ParamsError, PromptError
 from .hub import resolve_model_path
 from .prompts import Prompt, build_prompt_ids
 from .quant import FP8_LM_HEAD, dequantize_model, describe, quantize_model
 from .runner import ReferenceRunner, Runner
 from .sampling import SamplingParams
+from .source import open_checkpoint
 from .speculative import DraftConfig, PromptLookupDrafter, SpecStats, speculative_tokens
 from .stops import StopStrings
 from .tokenizer import Tokenizer
 
-LAG = 8  # steps the host may run ahead of the tokens it has read back
+LAG = 8  # steps the host may run ahead of the tokens it has read back (GPU; on CPU: 1, see _lag)
 TIMED_FIRST, TIMED_EVERY = 16, 16  # which tokens carry a timing event on CUDA (_DeviceTimer)
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -49,10 +49,18 @@ class Cancel(Protocol):
 
 
 @dataclass
+class TokenLogprob:
+    token_id: int
+    logprob: float  # natural log of the token's probability under the model (before temperature/filters)
+    top: list[tuple[int, float]]  # the k most likely (token id, logprob), most likely first
+
+
+@dataclass
 class TokenEvent:
     token_ids: list[int]
     text: str  # text delta (may be "" while bytes of a character or a possible stop string are held back)
     t: float  # time.perf_counter() when the token reached the host
+    logprobs: list[TokenLogprob] | None = None  # one per token id, when params.logprobs is set
 
 
 @dataclass
@@ -96,11 +104,13 @@ class Engine:
         return self.runner.max_context
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, device: str = "cpu", dtype: str | torch.dtype | None = None,
-                        fast: bool | None = None, max_context: int | None = None, attention: str = "auto",
-                        gemv: str = "auto", tuning: str = "auto", tp: int = 1,
-                        weights: str | None = None) -> "Engine":
-        """Load a model folder (or a hub id, when a network is there).
+    def from_pretrained(cls, path: str | Path | None = None, device: str = "cpu",
+                        dtype: str | torch.dtype | None = None, fast: bool | None = None,
+                        max_context: int | None = None, attention: str = "auto", gemv: str = "auto",
+                        tuning: str = "auto", tp: int = 1, weights: str | None = None,
+                        cache_dir: str | Path | None = None) -> "Engine":
+        """Load a model: a folder, a .gguf file, "default" / None (SmolLM2-135M-Instruct),
+        "synthetic:SHAPE" (random weights, written under cache_dir) or a hub id when online.
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
         bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)). The fast
@@ -113,7 +123,6 @@ class Engine:
         a 16/32-bit name (bf16, fp16, fp32: the same as that dtype).
         """
         fp8, dtype = _weight_format(weights, dtype)
-        path = check_model_dir(resolve_model_path(path))
         device = str(device)
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise EngineError("device 'cuda' requested but no CUDA GPU is available (use --device cpu)")
@@ -126,19 +135,16 @@ class Engine:
                 raise EngineError(f"unknown dtype {dtype!r} (use one of {', '.join(DTYPES)})")
             dtype = DTYPES[dtype]
 
-        cfg = ModelConfig.from_file(path / "config.json")
-        tokenizer = Tokenizer.from_dir(path)
-        gen = load_generation_config(path)
-        eos_ids = tuple(dict.fromkeys([*gen["eos_token_ids"], *cfg.eos_token_ids, *tokenizer.eos_token_ids]))
-
+        ckpt = open_checkpoint(resolve_model_path(path, cache_dir=cache_dir))
+        cfg, tokenizer, eos_ids = ckpt.config, ckpt.tokenizer, ckpt.eos_ids
         cap = max_context or 32768
         ctx = min(cfg.max_position_embeddings, cap)
-        load = functools.partial(load_weights, path, cfg, dtype=dtype)  # picklable: each TP rank loads with it
+        load = ckpt.loader(dtype)  # picklable: each TP rank loads with it
         on_fast_path = tp == 1 and device.startswith("cuda") and fast is not False
         if fp8 and tp != 1:
             raise EngineError("FP8 weights run on one device (tp 1)")
-        if fp8 and on_fast_path and any(k % 4 for k in (cfg.hidden_size, cfg.q_size, cfg.intermediate_size)):
-            raise EngineError("FP8 weights on the fast path need hidden, attention and MLP sizes that are multiples of 4")
+        if fp8 and any(k % 4 for k in (cfg.hidden_size, cfg.q_size, cfg.intermediate_size)):
+            raise EngineError("FP8 weights need hidden, attention and MLP sizes that are multiples of 4")
         weights_detail = str(dtype).removeprefix("torch.")
         runner: Runner
         if tp != 1:
@@ -171,8 +177,8 @@ class Engine:
                     weights_detail += f" (reference: dequantized to {str(dtype).removeprefix('torch.')})"
                 runner = ReferenceRunner(cfg, tensors, ctx)
         info = {
-            "model": path.name,
-            "path": str(path),
+            "model": ckpt.card["name"],
+            "path": str(ckpt.path),
             "model_type": cfg.model_type,
             "device": str(runner.device),
             "dtype": str(dtype).removeprefix("torch."),
@@ -186,7 +192,8 @@ class Engine:
             "tuning": runner.tuning.name if hasattr(runner, "tuning") else None,  # the kernels.tuning row
             "attention": getattr(runner, "attention_mode", None),
             "gemv": getattr(runner, "gemv_mode", None),
-            "random_weights": (path / "synth.json").exists(),
+            "random_weights": ckpt.random_weights,
+            "card": ckpt.card,
         }
         return cls(cfg, tokenizer, runner, eos_ids, info)
 
@@ -220,15 +227,20 @@ class Engine:
         timer.reset(params.max_tokens)
 
         first = self.runner.start(ids, params)
+        lps = None  # the runner's pending logprobs, in token order (params.logprobs set)
+        if params.logprobs is not None:
+            if self.runner.last_logprobs is None:
+                raise ParamsError(f"the {self.runner.name} runner does not compute logprobs")
+            lps = deque([self.runner.last_logprobs])
         spec = self.speculates(params)
         spec_stats = SpecStats()
         if spec:
             drafter = PromptLookupDrafter(ids, self.draft_config)
             source = speculative_tokens(self.runner, first, drafter, params.max_tokens, _read_token, spec_stats,
-                                        lambda: _is_set(cancel), LAG)
+                                        lambda: _is_set(cancel), _lag(self.runner.device))
         else:
             timer.push(first)
-            source = self._plain_tokens(params.max_tokens, cancel)
+            source = self._plain_tokens(params.max_tokens, cancel, lps)
         generated, pieces = 0, []
         finish, stop_string_hit = None, False
         ttft_ms = t_first = t_last = None
@@ -237,13 +249,14 @@ class Engine:
             now = t_last = time.perf_counter()
             if ttft_ms is None:
                 ttft_ms, t_first = (now - t_start) * 1000, now
+            logprobs = None if lps is None else [_read_logprobs(token, lps.popleft())]
             if token in stop_ids:
                 finish = "stop"
-                yield TokenEvent([token], "", now)
+                yield TokenEvent([token], "", now, logprobs)
                 break
             text, hit = stops.push(detok.push([token]))
             pieces.append(text)
-            yield TokenEvent([token], text, now)
+            yield TokenEvent([token], text, now, logprobs)
             if hit:
                 finish, stop_string_hit = "stop", True
             elif generated >= params.max_tokens:
@@ -289,17 +302,30 @@ class Engine:
         """Whether a request runs the speculative loop: greedy, no repetition penalty, asked for, and a
         runner that can verify drafts."""
         return (params.speculate and params.greedy and params.repetition_penalty == 1.0
-                and hasattr(self.runner, "verify"))
+                and params.logprobs is None and hasattr(self.runner, "verify"))
 
-    def _plain_tokens(self, max_tokens: int, cancel: Cancel | None) -> Iterator[int]:
-        """One token per step, the device kept LAG steps ahead of what is read back."""
-        timer = self._timer
+    def _plain_tokens(self, max_tokens: int, cancel: Cancel | None, lps: deque | None = None) -> Iterator[int]:
+        """One token per step, the device kept `_lag` steps ahead of what is read back (each step's
+        pending logprobs appended to `lps` when given)."""
+        timer, lag = self._timer, _lag(self.runner.device)
         issued = 1  # runner.start's token is in the timer's queue
         for generated in range(max_tokens):
-            while issued < max_tokens and issued - generated < LAG and not _is_set(cancel):
+            while issued < max_tokens and issued - generated < lag and not _is_set(cancel):
                 timer.push(self.runner.step())
+                if lps is not None:
+                    lps.append(self.runner.last_logprobs)
                 issued += 1
             yield timer.pop()
+
+
+def _read_logprobs(token: int, pending: tuple) -> TokenLogprob:
+    """A runner's token_logprobs output (on the host once its event has fired) -> TokenLogprob."""
+    values, ready = pending
+    if ready is not None:
+        ready.synchronize()
+    values = values.tolist()
+    k = (len(values) - 1) // 2
+    return TokenLogprob(token, values[0], [(int(i), lp) for lp, i in zip(values[1:1 + k], values[1 + k:])])
 
 
 def _read_token(token: torch.Tensor) -> int:
@@ -329,6 +355,13 @@ def _weight_format(weights: str | None, dtype: str | torch.dtype | None) -> tupl
     if dtype is not None and DTYPES.get(dtype, dtype) != as_dtype:
         raise EngineError(f"weights {weights!r} contradicts dtype {dtype!r}")
     return False, as_dtype
+
+
+def _lag(device: torch.device) -> int:
+    """Steps in flight before a token is read back. On a GPU the host runs LAG steps ahead so
+    the device never waits; on the CPU the host *is* the device, so a step queued ahead only
+    delays the token being read (TTFT) and is wasted after EOS: one at a time."""
+    return LAG if torch.device(device).type == "cuda" else 1
 
 
 def _is_set(cancel: Cancel | None) -> bool:

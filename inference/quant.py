@@ -2,6 +2,8 @@
 
     w[n, k]  ~=  q[n, k] * scale[n],   q in float8_e4m3fn,  scale[n] = max_k |w[n, k]| / 448
 
+with K % 4 == 0 (the decode kernels read a row as int32 words of four e4m3 values).
+
 `quantize_model` turns a loaded `ModelWeights` (bf16/fp16/fp32, from safetensors or GGUF) into one
 whose linear layers (QKV, o_proj, gate/up, down and, when asked, the LM head) are `Fp8Weight`s; norms,
 biases and the embedding table stay as they are (the embedding is read one row per token: FP8 would
@@ -59,8 +61,9 @@ class Fp8Weight:
 
 
 def quantize_fp8(w: Tensor) -> Fp8Weight:
-    """Per-output-channel e4m3 quantization of a [N, K] weight (round to nearest; all-zero rows get scale 1)."""
-    assert w.dim() == 2, "expected a [N, K] weight"
+    """Per-output-channel e4m3 quantization of a [N, K] weight, K % 4 == 0 (round to nearest; all-zero rows get
+    scale 1)."""
+    assert w.dim() == 2 and w.shape[1] % 4 == 0, "expected a [N, K] weight with K a multiple of 4"
     n, k = w.shape
     q = torch.empty((n, k), dtype=E4M3, device=w.device)
     scale = torch.empty(n, dtype=torch.float32, device=w.device)

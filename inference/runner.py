@@ -20,7 +20,7 @@ from torch import Tensor
 
 from .config import ModelConfig
 from .reference import KVCache, ReferenceModel
-from .sampling import Sampler, SamplingParams
+from .sampling import Sampler, SamplingParams, token_logprobs
 from .weights import ModelWeights
 
 
@@ -30,11 +30,31 @@ class Runner:
     device: torch.device
     name: str = "runner"
 
+    logprobs_k: int | None = None  # params.logprobs of the current request
+    # (host tensor, ready event or None) of token_logprobs for the token start()/step() just sampled
+    last_logprobs: tuple[Tensor, object] | None = None
+
     def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
         raise NotImplementedError
 
     def step(self) -> Tensor:
         raise NotImplementedError
+
+    def _keep_logprobs(self, logits: Tensor, token: Tensor) -> None:
+        """With logprobs on: compute them on the device and start their copy to the host (the engine
+        reads them with the token, LAG steps later, without stalling the device)."""
+        if self.logprobs_k is None:
+            self.last_logprobs = None
+            return
+        out = token_logprobs(logits, token, self.logprobs_k)
+        if out.device.type != "cuda":
+            self.last_logprobs = (out, None)
+            return
+        host = torch.empty(out.shape, dtype=out.dtype, pin_memory=True)
+        host.copy_(out, non_blocking=True)
+        ready = torch.cuda.Event()
+        ready.record()
+        self.last_logprobs = (host, ready)
 
 
 class ReferenceRunner(Runner):
@@ -53,9 +73,11 @@ class ReferenceRunner(Runner):
     def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
         ids = torch.tensor(prompt_ids, dtype=torch.int64, device=self.device)
         self.seed = self.sampler.configure(params, ids)
+        self.logprobs_k = params.logprobs
         logits = self.model.forward(ids, 0, self.cache)
         self.pos = len(prompt_ids)
         self.last = self.sampler(logits[-1])
+        self._keep_logprobs(logits[-1], self.last)
         return self.last
 
     @torch.inference_mode()
@@ -63,7 +85,16 @@ class ReferenceRunner(Runner):
         logits = self.model.forward(self.last, self.pos, self.cache)
         self.pos += 1
         self.last = self.sampler(logits[0])
+        self._keep_logprobs(logits[0], self.last)
         return self.last
+
+    @torch.inference_mode()
+    def forced_logits(self, token: int) -> Tensor:
+        """Teacher forcing (quality harness, tests): decode `token` at the next position -> logits
+        [V] float32; the sampler is not advanced. FastRunner has the same call."""
+        logits = self.model.forward(torch.tensor([token], device=self.device), self.pos, self.cache)[0]
+        self.pos += 1
+        return logits
 
     @torch.inference_mode()
     def verify(self, draft: list[int]) -> list[int]:

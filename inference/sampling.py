@@ -20,6 +20,7 @@ from torch import Tensor
 from .errors import ParamsError
 
 MAX_STOP_STRINGS = 16
+MAX_LOGPROBS = 20  # top alternatives a request may ask for per token
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,7 @@ class SamplingParams:
     stop_token_ids: tuple[int, ...] | None = None  # None = the model's EOS ids
     ignore_eos: bool = False
     speculate: bool = True  # prompt-lookup speculation for greedy requests (sampled ones never speculate)
+    logprobs: int | None = None  # None = off; k = each token's log-probability and the top k alternatives
 
     def __post_init__(self):
         def setf(name, value):
@@ -57,6 +59,8 @@ class SamplingParams:
         _check(all(isinstance(s, str) and s for s in self.stop), "stop strings must be non-empty strings")
         _check(len(self.stop) <= MAX_STOP_STRINGS, f"at most {MAX_STOP_STRINGS} stop strings, got {len(self.stop)}")
         _check(isinstance(self.speculate, bool), f"speculate must be true or false, got {self.speculate!r}")
+        _check(self.logprobs is None or (_is_int(self.logprobs) and 0 <= self.logprobs <= MAX_LOGPROBS),
+               f"logprobs must be an integer in [0, {MAX_LOGPROBS}] (or None), got {self.logprobs!r}")
         _check(self.stop_token_ids is None or all(_is_int(t) and t >= 0 for t in self.stop_token_ids),
                "stop_token_ids must be non-negative integers")
 
@@ -135,6 +139,18 @@ def filter_logits(logits: Tensor, temperature, top_k, top_p, min_p, use_sort: bo
         probs = torch.softmax(logits, dim=-1)
         logits = logits.masked_fill(probs < min_p * probs.max(), float("-inf"))
     return logits
+
+
+def token_logprobs(logits: Tensor, token: Tensor, k: int) -> Tensor:
+    """[1 + 2k] float32 on the logits' device: log p(token), the k largest log-probabilities
+    (descending) and their ids (exact as float32 below 2^24). The model's own distribution, before
+    temperature and filters (what OpenAI-style servers report). Capturable: no host sync."""
+    logp = torch.log_softmax(logits.reshape(-1).float(), dim=-1)
+    chosen = logp.gather(0, token.reshape(-1)[:1])
+    if k == 0:
+        return chosen
+    top = torch.topk(logp, k)
+    return torch.cat([chosen, top.values, top.indices.float()])
 
 
 def apply_repetition_penalty(logits: Tensor, seen: Tensor, penalty) -> Tensor:

@@ -20,6 +20,9 @@ from tokenizers import Tokenizer as _HFTokenizer
 from .config import read_json_object
 from .errors import CheckpointError
 
+# Fill-in-the-middle token spellings we recognise (prefix, suffix, middle): Qwen2.5-Coder's, StarCoder's.
+FIM_SPELLINGS = (("<|fim_prefix|>", "<|fim_suffix|>", "<|fim_middle|>"), ("<fim_prefix>", "<fim_suffix>", "<fim_middle>"))
+
 
 def _token_str(value) -> str | None:
     """tokenizer_config.json spells special tokens as "text" or {"content": "text", ...}."""
@@ -74,6 +77,9 @@ class Tokenizer:
         added = tok.get_added_tokens_decoder()
         self.vocab_size: int = max(tok.get_vocab_size(with_added_tokens=True), max(added, default=-1) + 1)
         self._special_ids = frozenset(i for i, t in added.items() if t.special)
+        # (prefix, suffix, middle) token strings, or None when the model cannot fill in the middle.
+        self.fim_tokens: tuple[str, str, str] | None = next(
+            (s for s in FIM_SPELLINGS if all(tok.token_to_id(t) is not None for t in s)), None)
 
     @classmethod
     def from_dir(cls, model_dir) -> "Tokenizer":

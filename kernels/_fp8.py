@@ -1,17 +1,20 @@
-"""Shared pieces of the FP8-weight GEMV kernels (kernels/fp8_*.py): unpacking e4m3, one tile's products,
-launch configs and argument checks.
+"""Shared pieces of the FP8-weight GEMV kernels (kernels/fp8_*.py): unpacking e4m3 with integer ops, one
+tile's products, launch configs and argument checks.
 
-Weights are e4m3 [N, K] (row-major) with one float32 scale per row; activations stay float32 and the
-products are summed in float32; the row's scale multiplies the finished dot product.
+Weights are e4m3 [N, K] (row-major, K % 4 == 0) with one float32 scale per row; activations stay float32,
+products are summed in float32 and the row's scale multiplies the finished dot product. A row is read as
+K/4 int32 words; byte j of word c is column 4c + j, so each tile pairs with x through four stride-4 reads
+(L1 hits: x is a few KB). Measured on an H100 (scripts/probe_fp8_gemv.py, the same configs on two
+machines whose LM head timed the same): storing rows K-quarter interleaved instead, so those reads become
+four contiguous chunks, made the layer GEMVs 5-13% slower (1.5B gate/up 14.8 -> 16.7 us, down 9.6 -> 10.1).
 
-Two ways to turn e4m3 into float32, chosen per launch by the constexpr BITS:
-- BITS=False: load e4m3 bytes and convert them with .to(tl.float32) (hardware cvt, two per element).
-- BITS=True: load the row as int32 words (4 e4m3 bytes each, byte j = column 4c + j) and build each
-  float32 with integer ops only: sign to bit 31, the 7 exponent/mantissa bits to bits 26..20. That is
-  the e4m3 value times 2^-120 exactly (e4m3 subnormals land on float32 subnormals, which FMAs keep;
-  Triton does not flush them), so the scale is multiplied by 2^120 (UNIT) in the epilogue.
-  Needs K % 4 == 0. A word's four columns are not adjacent to the next word's, so x is read as four
-  stride-4 gathers per tile (L1 hits: x is a few KB).
+Unpacking: each byte becomes a float32 with integer ops only (`e4m3_byte`): sign to bit 31, the 7
+exponent/mantissa bits to bits 26..20. That is the e4m3 value times 2^-120 exactly (e4m3 subnormals
+land on float32 subnormals, which FMAs keep: Triton does not flush them), so the epilogue multiplies
+the scale by 2^120 (UNIT). Measured against the hardware conversion (.to(tl.float32) of e4m3) on an H100,
+each with its best config (row-major both): the LM head 1.11-1.14x
+and the 1.5B's gate/up 1.24x faster, the other weights of the 1.5B / Llama-1B / 3B shapes within -7%..+7%
+(scripts/probe_fp8_gemv.py).
 
 Not here: the kernels themselves, quantization (inference/quant.py).
 """
@@ -23,7 +26,7 @@ import triton.language as tl
 from kernels._util import interpreting
 
 E4M3 = torch.float8_e4m3fn
-TWO_POW_120 = 1.329227995784916e36  # 2.0 ** 120, exact in float32
+UNIT = 1.329227995784916e36  # 2.0 ** 120, exact in float32: what the scales are multiplied by
 
 
 @triton.jit
@@ -40,9 +43,8 @@ def e4m3_byte(words, J: tl.constexpr):
 
 
 @triton.jit
-def x_chunk(x_ptr, norm_w_ptr, k_offs, K, HAS_NORM: tl.constexpr):
-    """x[k_offs] (masked to K) as fp32 -> (x * norm_w if HAS_NORM else x, x * x)."""
-    k_mask = k_offs < K
+def x_chunk(x_ptr, norm_w_ptr, k_offs, k_mask, HAS_NORM: tl.constexpr):
+    """x[k_offs] (masked) as fp32 -> (x * norm_w if HAS_NORM else x, x * x)."""
     x = tl.load(x_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32)
     sq = x * x
     if HAS_NORM:
@@ -51,26 +53,17 @@ def x_chunk(x_ptr, norm_w_ptr, k_offs, K, HAS_NORM: tl.constexpr):
 
 
 @triton.jit
-def tile_products(w, x_ptr, norm_w_ptr, offs, K, HAS_NORM: tl.constexpr, BITS: tl.constexpr):
-    """One weight tile's products with x: w [BN, BW] (BITS: int32 words at word offsets offs, else e4m3
-    values at column offsets offs) -> (products [BN, BW] fp32, a word's 4 columns summed in-thread;
-    x^2 [BW] of the same columns)."""
-    if BITS:
-        x, sq = x_chunk(x_ptr, norm_w_ptr, offs * 4, K, HAS_NORM)
-        p = e4m3_byte(w, 0) * x[None, :]
-        for j in tl.static_range(1, 4):
-            x, s = x_chunk(x_ptr, norm_w_ptr, offs * 4 + j, K, HAS_NORM)
-            p += e4m3_byte(w, j) * x[None, :]
-            sq += s
-    else:
-        x, sq = x_chunk(x_ptr, norm_w_ptr, offs, K, HAS_NORM)
-        p = w.to(tl.float8e4nv, bitcast=True).to(tl.float32) * x[None, :]
+def tile_products(w, x_ptr, norm_w_ptr, offs, KQ, HAS_NORM: tl.constexpr):
+    """One tile of int32 words w [BN, BW] at word offsets offs (< KQ = K/4) times x -> (products [BN, BW] fp32,
+    a word's four columns summed in-thread, times 2^-120; x^2 [BW] of the same columns)."""
+    mask = offs < KQ
+    x, sq = x_chunk(x_ptr, norm_w_ptr, offs * 4, mask, HAS_NORM)
+    p = e4m3_byte(w, 0) * x[None, :]
+    for j in tl.static_range(1, 4):
+        x, s = x_chunk(x_ptr, norm_w_ptr, offs * 4 + j, mask, HAS_NORM)
+        p += e4m3_byte(w, j) * x[None, :]
+        sq += s
     return p, sq
-
-
-def unit(bits: bool) -> float:
-    """What the epilogue multiplies the scale by: 2^120 for BITS (its values carry 2^-120), else 1."""
-    return TWO_POW_120 if bits else 1.0
 
 
 def check_fp8(q: torch.Tensor, scale: torch.Tensor, rows: int | None = None) -> None:
@@ -83,33 +76,31 @@ def check_fp8(q: torch.Tensor, scale: torch.Tensor, rows: int | None = None) -> 
     assert scale.device == q.device
 
 
-def weight_arg(q: torch.Tensor, bits: bool) -> torch.Tensor:
-    """The tensor the kernel reads: int32 words for BITS, else the e4m3 bytes as uint8 (bitcast in the kernel:
-    masked loads fill 0, which the interpreter cannot write into an e4m3 tile)."""
-    return q.view(torch.int32) if bits else q.view(torch.uint8)
+def words(q: torch.Tensor) -> torch.Tensor:
+    """What the kernels read: the rows as int32 words."""
+    return q.view(torch.int32)
 
 
-# Launch configs, in e4m3 elements per tile (BLOCK_K) and rows per program (BLOCK_N): the bf16 rules of
-# kernels._util with tiles twice as many elements wide (the same bytes per load). FP8_TUNED overrides them
-# per (kind, N, K) where a GPU sweep measured better (kernels/fp8_sweep.py).
-FP8_TUNED: dict[tuple[str, int, int], tuple[int, int, int]] = {}
-BITS_DEFAULT = True  # the unpacking the launchers use unless told
+def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """float32 [N, K]: the reference twins' weight."""
+    return q.float() * scale[:, None]
 
 
 def fp8_config(kind: str, n: int, k: int) -> dict:
-    """{BLOCK_N, BLOCK_K, num_warps} for an FP8 GEMV of `kind` ("gemv": QKV / LM head, "residual": o_proj /
-    down_proj, "gate_up": n = I) over an [n, k] weight."""
+    """{BLOCK_N, BLOCK_K (e4m3 columns per tile), num_warps} for an FP8 GEMV of `kind` ("gemv": QKV and the LM
+    head, "residual": o_proj and down_proj, "gate_up": n = I) over an [n, k] weight. The bests of
+    scripts/probe_fp8_gemv.py on an H100 (24 launches in one graph, PDL on), the same for the 1.5B, Llama-1B
+    and 3B shapes: QKV (4, 512, 4), o_proj and down (4, 2048, 8), gate/up (8, 512, 4), LM head (16, 512, 4);
+    larger tiles per thread (16 rows x 8 warps) spill and run up to 2x slower."""
     if interpreting():
         return {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4}
-    if (kind, n, k) in FP8_TUNED:
-        bn, bk, w = FP8_TUNED[(kind, n, k)]
-        return {"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": w}
+    cap = max(64, triton.next_power_of_2(k))
     if kind == "gate_up":
-        return {"BLOCK_N": 16, "BLOCK_K": min(512, triton.next_power_of_2(k)), "num_warps": 8}
-    if k >= 4096:
-        return {"BLOCK_N": 4, "BLOCK_K": 2048, "num_warps": 8}
-    if n <= 8192:
-        return {"BLOCK_N": 4, "BLOCK_K": min(1024, triton.next_power_of_2(k)), "num_warps": 4}
-    bn = max(2, min(32, 1 << max(0, (n // 2048).bit_length() - 1)))
-    bk = max(64, min(8192 // bn, 2048, triton.next_power_of_2(k)))
-    return {"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": 4}
+        bn, bk, w = 8, 512, 4
+    elif kind == "residual":
+        bn, bk, w = 4, 2048, 8
+    elif n <= 8192:
+        bn, bk, w = 4, 512, 4
+    else:
+        bn, bk, w = 16, 512, 4
+    return {"BLOCK_N": bn, "BLOCK_K": min(bk, cap), "num_warps": w}

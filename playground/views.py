@@ -85,6 +85,8 @@ def editor(request):
         "initial": initial,
         "workers": workers,
         "random_weights": any(w.random_weights for w in workers),
+        # Infill needs fill-in-the-middle tokens: offered unless every live worker's model lacks them.
+        "infill": not workers or any(((w.info or {}).get("card") or {}).get("fim", True) for w in workers),
         "fork": initial["forked_from"],
     })
 

@@ -40,7 +40,7 @@ from django.conf import settings
 
 from inference.engine import FinishEvent
 from inference.errors import EngineError
-from inference.prompts import FIM_MIDDLE, FIM_PREFIX, FIM_SUFFIX, Prompt
+from inference.prompts import Prompt
 from inference.sampling import SamplingParams
 
 from . import protocol as p
@@ -64,6 +64,7 @@ class FrameStream:
         self._wake = asyncio.Event()
         self._pending = False
         self._parts: list[str] = []  # text not yet sent
+        self._logprobs: list[dict] = []  # per-token logprob entries not yet sent (API requests that ask)
         self.output: list[str] = []  # all text, for the Run row
         self.tokens = 0
         self.t0 = t0
@@ -75,8 +76,10 @@ class FrameStream:
         self.error_code = "internal"  # "invalid_request" when the engine refused the request itself
 
     # -- engine thread side --------------------------------------------------------------
-    def push(self, token_ids: list[int], text: str, t: float) -> None:
+    def push(self, token_ids: list[int], text: str, t: float, logprobs: list[dict] | None = None) -> None:
         with self._lock:
+            if logprobs:
+                self._logprobs.extend(logprobs)
             if text:
                 self._parts.append(text)
                 self.output.append(text)
@@ -111,6 +114,8 @@ class FrameStream:
                 "ttft_ms": None if self.t_first is None else round((self.t_first - self.t0) * 1000, 1),
                 "elapsed_ms": round((now - self.t0) * 1000, 1),
             }
+            if self._logprobs:
+                frame["logprobs"], self._logprobs = self._logprobs, []
             return (frame if (text or self.tokens) else None), self.closed
 
     async def frames(self, interval: float):
@@ -145,7 +150,7 @@ def model_capabilities(engine) -> dict:
     tok = getattr(engine, "tokenizer", None)
     if tok is None:
         return {}
-    return {"fim": all(tok.token_id(t) is not None for t in (FIM_PREFIX, FIM_SUFFIX, FIM_MIDDLE)),
+    return {"fim": getattr(tok, "fim_tokens", None) is not None,
             "chat_template": bool(tok.chat_template)}
 
 
@@ -315,7 +320,7 @@ class Worker:
             "current_run": current[0] if current else None,
             "gpu_memory_used_mb": used,
             "gpu_memory_total_mb": total,
-            "info": {**{k: v for k, v in info.items() if isinstance(v, (str, int, float, bool))},
+            "info": {**{k: v for k, v in info.items() if isinstance(v, (str, int, float, bool)) or k == "card"},
                      **self.capabilities, "control_channel": self.channel},
         }, job_finished=job_finished)
         if current and status is not None and status != Run.RUNNING:  # cancelled or failed elsewhere
@@ -383,6 +388,14 @@ class Worker:
         except EngineError as e:
             log.warning("worker %s: warm-up failed: %s", self.worker_id, e)
 
+    def _logprob_entries(self, logprobs) -> list[dict] | None:
+        """Engine TokenLogprobs -> JSON entries {"token", "logprob", "top": [[token, logprob], ...]}."""
+        if logprobs is None:
+            return None
+        text = self.engine.tokenizer.decode
+        return [{"token": text([lp.token_id]), "logprob": lp.logprob,
+                 "top": [[text([i]), v] for i, v in lp.top]} for lp in logprobs]
+
     def _generate(self, job: dict, cancel: threading.Event, stream: FrameStream) -> None:
         """Engine thread: run one generation into `stream`; always ends with stream.close()."""
         try:
@@ -391,12 +404,14 @@ class Worker:
             if job.get("fit_context"):  # API request without max_tokens: up to the context, within the cap
                 room = self.engine.max_context - len(self.engine.prompt_ids(prompt))
                 params = replace(params, max_tokens=max(1, min(params.max_tokens, room)))
+            if job.get("logprobs") is not None:  # API request: each token's logprob and the top k
+                params = replace(params, logprobs=job["logprobs"])
             events = self.engine.generate(prompt, params, cancel=cancel)
             for ev in events:
                 if isinstance(ev, FinishEvent):
                     stream.close(stats=ev.stats.to_dict())
                     return
-                stream.push(ev.token_ids, ev.text, ev.t)
+                stream.push(ev.token_ids, ev.text, ev.t, self._logprob_entries(ev.logprobs))
             stream.close(error="the engine ended without a finish event")
         except (EngineError, p.ProtocolError) as e:  # the request itself is at fault
             stream.close(error=str(e), error_code="invalid_request")

@@ -1,12 +1,12 @@
-"""Lab probe: the FP8 GEMV kernels' launch configs and e4m3 unpacking (BITS) at the model shapes, GPU only.
+"""Lab probe: the FP8 GEMV kernels' launch configs at the model shapes, GPU only.
 
     python scripts/probe_fp8_gemv.py [--shapes qwen2.5-coder-1.5b,llama-3.2-1b,qwen2.5-coder-3b] [--quick]
 
-For every weight of each shape (QKV, o_proj, gate/up, down, LM head) and every candidate config x BITS:
+For every weight of each shape (QKV, o_proj, gate/up, down, LM head) and every candidate config:
 time per launch as the step runs them (24 launches back to back in one CUDA graph over rotating weight
 copies so L2 never holds them, PDL on: kernels.bench_kernels.in_graph_us), bytes read / time and that
-as a share of the copy bandwidth. Prints the best per weight and an FP8_TUNED dict (kernels/_fp8.py)
-last. Not a test; the end-to-end number is inference.bench --weights fp8,bf16.
+as a share of the copy bandwidth, and the rule's own config (kernels._fp8.fp8_config). Prints the best per
+weight last. Not a test; the end-to-end number is inference.bench --weights fp8,bf16.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from inference.quant import quantize_fp8  # noqa: E402
 from inference.synth import SHAPES  # noqa: E402
+from kernels._fp8 import fp8_config  # noqa: E402
 from kernels.bench_kernels import copies, copy_bandwidth, in_graph_us  # noqa: E402
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu  # noqa: E402
 from kernels.fp8_gemv_residual import fp8_gemv_residual  # noqa: E402
@@ -43,15 +44,15 @@ def weights_of(shape):
             ("down", "residual", h, i), ("lm_head", "head", shape.vocab_size, h)]
 
 
-def launcher(kind, n, k, cfg, bits):
+def launcher(kind, n, k, cfg):
     x = torch.randn(k, device="cuda")
     nw = torch.ones(k, device="cuda", dtype=torch.bfloat16)
     out = torch.empty(n // 2 if kind == "gate_up" else n, device="cuda")
     if kind == "gate_up":
-        return lambda w: fp8_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, out, pdl=True, bits=bits, config=cfg)
+        return lambda w: fp8_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, out, pdl=True, config=cfg)
     if kind == "residual":
-        return lambda w: fp8_gemv_residual(x, w.q, w.scale, out, pdl=True, bits=bits, config=cfg)
-    return lambda w: fp8_rmsnorm_gemv(x, w.q, w.scale, out, norm_w=nw, pdl=True, bits=bits, config=cfg)
+        return lambda w: fp8_gemv_residual(x, w.q, w.scale, out, pdl=True, config=cfg)
+    return lambda w: fp8_rmsnorm_gemv(x, w.q, w.scale, out, norm_w=nw, pdl=True, config=cfg)
 
 
 def main(argv=None) -> int:
@@ -61,7 +62,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     bw = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw:.0f} GB/s")
-    tuned, seen = {}, set()
+    seen = set()
     for name in args.shapes.split(","):
         for wname, kind, n, k in weights_of(SHAPES[name]):
             key = ("gemv" if kind == "head" else kind, n // 2 if kind == "gate_up" else n, k)
@@ -70,26 +71,22 @@ def main(argv=None) -> int:
             seen.add(key)
             nbytes = n * k + 4 * n
             ws = copies(lambda: quantize_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02), nbytes)
+            rule = fp8_config("gemv" if kind == "head" else kind, n // 2 if kind == "gate_up" else n, k)
+            rule = (rule["BLOCK_N"], rule["BLOCK_K"], rule["num_warps"])
             results = []
-            for bn, bk, nw in CANDIDATES[kind][:3 if args.quick else None]:
+            for bn, bk, nw in [rule] + [c for c in CANDIDATES[kind][:3 if args.quick else None] if c != rule]:
                 if bk > 4 * k:
                     continue
                 cfg = {"BLOCK_N": bn, "BLOCK_K": bk, "num_warps": nw}
-                for bits in (False, True):
-                    us = in_graph_us(launcher(kind, n, k, cfg, bits), ws)
-                    results.append((us, bn, bk, nw, bits))
-                    print(f"  {name} {wname} [{n}, {k}] BN={bn} BK={bk} w{nw} bits={int(bits)}: {us:7.2f} us "
-                          f"{nbytes / us / 1e3:6.0f} GB/s ({100 * nbytes / us / 1e3 / bw:.0f}%)", flush=True)
-            us, bn, bk, nw, bits = min(results)
-            print(f"best {name} {wname} [{n}, {k}]: BN={bn} BK={bk} w{nw} bits={int(bits)} {us:.2f} us "
-                  f"({100 * nbytes / us / 1e3 / bw:.0f}% of copy bw)", flush=True)
-            tuned[key] = ((bn, bk, nw), bits, us)
+                us = in_graph_us(launcher(kind, n, k, cfg), ws)
+                results.append((us, bn, bk, nw))
+                print(f"  {name} {wname} [{n}, {k}] BN={bn} BK={bk} w{nw}{' (rule)' if (bn, bk, nw) == rule else ''}: "
+                      f"{us:7.2f} us {nbytes / us / 1e3:6.0f} GB/s ({100 * nbytes / us / 1e3 / bw:.0f}%)", flush=True)
+            us, bn, bk, nw = min(results)
+            print(f"best {name} {wname} [{n}, {k}]: BN={bn} BK={bk} w{nw} {us:.2f} us "
+                  f"({100 * nbytes / us / 1e3 / bw:.0f}% of copy bw); rule {results[0][0]:.2f} us", flush=True)
             del ws
             torch.cuda.empty_cache()
-    print("\nFP8_TUNED = {")
-    for key, (cfg, bits, us) in tuned.items():
-        print(f"    {key}: {cfg},  # bits={int(bits)} {us:.2f} us")
-    print("}")
     return 0
 
 

@@ -178,9 +178,10 @@ function setupEditorPage() {
     document.body.classList.toggle("is-running", value);
   }
   // The consumer's "accepted" and "queued" messages: the live position while a run waits.
-  function showQueue(ahead, waited) {
+  function showQueue(ahead, waited, workers) {
+    const none = workers === 0 ? " · no worker online" : "";
     const wait = typeof waited === "number" && waited >= 1 ? ` · ${Math.round(waited)} s` : "";
-    setStatus(`${ahead ? `queued · ${ahead} ahead` : "queued · next"}${wait}`, "queued");
+    setStatus(`${ahead ? `queued · ${ahead} ahead` : "queued · next"}${none}${wait}`, "queued");
   }
 
   // -- a run reopened from history: the transcript as it ended ---------------------------------
@@ -223,7 +224,7 @@ function setupEditorPage() {
         showQueue(msg.queued_ahead);
         break;
       case "queued":
-        if (msg.run_id === runId && typeof msg.queued_ahead === "number") showQueue(msg.queued_ahead, msg.waited_s);
+        if (msg.run_id === runId && typeof msg.queued_ahead === "number") showQueue(msg.queued_ahead, msg.waited_s, msg.workers);
         break;
       case "started":
         setStatus("running", "running");

@@ -265,8 +265,8 @@ class FastRunner(Runner):
                        norm_w=w.norm, eps=self.cfg.rms_norm_eps, ring=self.ring, pdl=self.pdl, tuning=self.tuning)
 
     def _fused_step(self) -> bool:
-        greedy, use_penalty = self.sampler.mode[:2]
-        return self.fused_greedy and greedy and not use_penalty
+        greedy, use_penalty = self.sampler.mode[:2]  # logprobs need the full logits the fused tail skips
+        return self.fused_greedy and greedy and not use_penalty and self.logprobs_k is None
 
     def _step_body(self):
         """One decode step for the embedding in x: ends with token, pos, x and the ring updated."""
@@ -322,8 +322,10 @@ class FastRunner(Runner):
     def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
         ids = torch.tensor(prompt_ids, dtype=torch.int64).to(self.device, non_blocking=True)
         self.seed = self.sampler.configure(params, ids)
+        self.logprobs_k = params.logprobs
         logits = self.model.prefill(ids, self.cache, use_graph=self.use_graph)
         self.token.copy_(self.sampler(logits))
+        self._keep_logprobs(logits, self.token)
         self.pos.fill_(len(prompt_ids))
         self.host_pos = len(prompt_ids)
         self._embed()  # every step starts from the input embedding in x
@@ -370,6 +372,7 @@ class FastRunner(Runner):
             self._graph().replay()
         else:
             self._step_body()
+        self._keep_logprobs(self.logits, self.token)  # after the step: its logits and the token it sampled
         self.host_pos += 1
         return self.ring[slot:slot + 1]
 

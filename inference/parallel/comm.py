@@ -94,19 +94,18 @@ class DistComm(Comm):
         else:
             self._spans.append(time.perf_counter() - mark)
 
-    def sync_stats(self, reset: bool = True) -> tuple[int, float]:
-        """(collectives, milliseconds inside them) since the last reset; waits for the device."""
-        ms = 0.0
+    def spans_ms(self, reset: bool = True) -> list[float]:
+        """Milliseconds inside each timed collective, in issue order; waits for the device."""
+        out = []
         for span in self._spans:
             if isinstance(span, tuple):
                 span[1].synchronize()
-                ms += span[0].elapsed_time(span[1])
+                out.append(span[0].elapsed_time(span[1]))
             else:
-                ms += span * 1000
-        n = len(self._spans)
+                out.append(span * 1000)
         if reset:
             self._spans.clear()
-        return n, ms
+        return out
 
 
 def init_group(rank: int, world: int, init_method: str, backend: str, timeout_s: float = 300.0) -> None:

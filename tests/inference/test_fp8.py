@@ -12,7 +12,7 @@ from inference.quant import (E4M3_MAX, Fp8Weight, dequantize_model, describe, li
 
 def test_quantize_uses_one_scale_per_row_and_rounds_to_the_nearest_e4m3():
     g = torch.Generator().manual_seed(0)
-    w = torch.randn(33, 70, generator=g) * torch.logspace(-3, 1, 33)[:, None]  # rows of very different size
+    w = torch.randn(33, 72, generator=g) * torch.logspace(-3, 1, 33)[:, None]  # rows of very different size
     fw = quantize_fp8(w)
     assert fw.q.dtype == torch.float8_e4m3fn and fw.scale.shape == (33,)
     assert torch.allclose(fw.scale, w.abs().amax(1) / E4M3_MAX)
@@ -21,6 +21,16 @@ def test_quantize_uses_one_scale_per_row_and_rounds_to_the_nearest_e4m3():
     # e4m3 keeps 3 mantissa bits: rounding error <= 2^-4 of the value, or half the subnormal step 2^-10
     assert (err <= w.abs() * 2 ** -4 + fw.scale[:, None] * 2 ** -10 + 1e-12).all()
     assert (err / w.abs().clamp_min(1e-30)).median() < 0.03
+
+
+def test_quantize_rejects_k_not_a_multiple_of_4():
+    with pytest.raises(AssertionError, match="multiple of 4"):
+        quantize_fp8(torch.ones(2, 6))
+
+
+def test_quantize_keeps_the_column_order():
+    w = torch.tensor([[1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 448]])  # scale 1: every value exact in e4m3
+    assert torch.equal(quantize_fp8(w).q.float(), w)
 
 
 def test_quantize_keeps_zero_rows_and_exact_values_exact():

@@ -94,7 +94,9 @@ def test_full_qwen_vocab_writes_and_loads_fast(tmp_path):
     assert tok.get_vocab_size(with_added_tokens=True) == 151936
     assert info["special_tokens"]["<|endoftext|>"] == 151936 - 9
     assert tok.decode([151936 - 10, 16384, 100000]) != ""
-    assert write_s < 3 and load_s < 2, (write_s, load_s)
+    # Seconds, not minutes (a regression to per-token Python loops takes minutes); generous because
+    # CI machines and parallel test runs on 2 cores vary several-fold.
+    assert write_s < 20 and load_s < 10, (write_s, load_s)
 
 
 def test_loads_in_transformers_with_identical_ids(qwen_tok_dir, bos_tok_dir):

@@ -9,6 +9,7 @@ Tests that create API keys deactivate them again, so every test also runs keyles
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
@@ -40,11 +41,14 @@ class Live:
         with sqlite3.connect(self.db, timeout=20) as conn:
             return conn.execute(query, args).fetchall()
 
-    def create_key(self, name: str, *options: str) -> str:
-        out = subprocess.run([sys.executable, "manage.py", "create_api_key", name, *options], cwd=self.repo, env=self.env,
+    def manage(self, *args: str) -> str:
+        out = subprocess.run([sys.executable, "manage.py", *args], cwd=self.repo, env=self.env,
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 0, out.stderr
         return out.stdout.strip()
+
+    def create_key(self, name: str, *options: str) -> str:
+        return self.manage("create_api_key", name, *options)
 
     def deactivate_keys(self):
         self.sql("update playground_apikey set active = 0")
@@ -63,6 +67,8 @@ def live(tmp_path_factory, processes_factory, free_tcp_port, module_redis_url, r
     tmp = tmp_path_factory.mktemp("api_live")
     model = write_checkpoint("tiny", tmp / "tiny-nofim", device="cpu")
     write_tokenizer(model, SHAPES["tiny"].vocab_size, fim=False)
+    config = json.loads((model / "config.json").read_text())  # room for runs long enough to cancel
+    (model / "config.json").write_text(json.dumps({**config, "max_position_embeddings": 16384}))
     port = free_tcp_port()
     procs = processes_factory(tmp, REDIS_URL=module_redis_url)
     procs.start("web", "manage.py", "playground", "--no-worker", "--host", "127.0.0.1", "--port", str(port),
@@ -140,6 +146,31 @@ def test_stop_strings_cut_the_output_before_the_stop(live):
     assert "".join(c.choices[0].text for c in streamed) == free[:free.index(stop)]
 
 
+def test_logprobs_per_token_with_top_alternatives(live):
+    client = live.client()
+    whole = client.chat.completions.create(model=live.model, messages=CHAT, max_tokens=12, temperature=0,
+                                           logprobs=True, top_logprobs=3)
+    content = whole.choices[0].logprobs.content
+    assert len(content) == whole.usage.completion_tokens
+    for entry in content:
+        assert len(entry.top_logprobs) == 3 and entry.logprob <= 0
+        assert entry.top_logprobs[0].token == entry.token  # greedy: the most likely token was chosen
+        assert entry.top_logprobs[0].logprob == entry.logprob
+        assert entry.top_logprobs[0].logprob >= entry.top_logprobs[1].logprob >= entry.top_logprobs[2].logprob
+    streamed = [c for c in client.chat.completions.create(model=live.model, messages=CHAT, max_tokens=12,
+                                                           temperature=0, logprobs=True, top_logprobs=3, stream=True)
+                if c.choices and c.choices[0].logprobs]
+    assert [e.logprob for c in streamed for e in c.choices[0].logprobs.content] == [e.logprob for e in content]
+
+    legacy = client.completions.create(model=live.model, prompt="def f():", max_tokens=6, temperature=0, logprobs=2)
+    lp = legacy.choices[0].logprobs
+    assert len(lp.tokens) == len(lp.token_logprobs) == len(lp.top_logprobs) == legacy.usage.completion_tokens
+    assert all(len(top) <= 2 and max(top.values()) == chosen for top, chosen in zip(lp.top_logprobs, lp.token_logprobs))
+    assert lp.text_offset[0] == 0
+    plain = client.chat.completions.create(model=live.model, messages=CHAT, max_tokens=2)
+    assert plain.choices[0].logprobs is None
+
+
 def test_fill_in_the_middle_is_refused_on_a_model_without_fim_tokens(live):
     with pytest.raises(openai.BadRequestError) as e:
         live.client().completions.create(model=live.model, prompt="def f(", suffix="\n    return x\n", max_tokens=8)
@@ -203,24 +234,23 @@ def test_requests_over_the_key_limits_get_429_with_retry_after(live):
         assert e.value.body["code"] == "rate_limit_exceeded"
 
         queued = live.client(api_key=live.create_key("one-queued", "--rpm", "0", "--max-queued", "1"))
-        with queued.chat.completions.create(model=live.model, messages=CHAT, max_tokens=1500, stream=True) as busy:
-            next(iter(busy))  # the worker is generating for us now
-            with queued.chat.completions.create(model=live.model, messages=CHAT, max_tokens=4, stream=True) as waiting:
-                deadline = time.monotonic() + 10
-                while not live.sql("select count(*) from playground_run where status = 'queued'")[0][0]:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.05)
-                with pytest.raises(openai.RateLimitError) as e:
-                    queued.chat.completions.create(model=live.model, messages=CHAT, max_tokens=4)
-                assert e.value.body["code"] == "too_many_queued_runs"
-                assert waiting.response.status_code == 200
+        queued.completions.create(model=live.model, prompt="a", max_tokens=1)  # nothing queued yet: fine
+        live.manage("shell", "-c", "from playground.models import ApiKey, Run; "
+                    "key = ApiKey.objects.get(name='one-queued'); "
+                    "Run.objects.create(mode='complete', code='x', api_key=key, source=key.name)")  # a run waiting
+        try:
+            with pytest.raises(openai.RateLimitError) as e:
+                queued.chat.completions.create(model=live.model, messages=CHAT, max_tokens=4)
+            assert e.value.body["code"] == "too_many_queued_runs" and e.value.response.headers["Retry-After"]
+        finally:
+            live.sql("update playground_run set status = 'cancelled' where status = 'queued'")
     finally:
         live.deactivate_keys()
 
 
 def test_a_client_that_disconnects_cancels_its_run_and_frees_the_worker(live):
     client = live.client()
-    stream = client.chat.completions.create(model=live.model, messages=CHAT, max_tokens=1800, stream=True)
+    stream = client.chat.completions.create(model=live.model, messages=CHAT, max_tokens=8000, stream=True)
     chunks = iter(stream)
     first = next(chunks)
     run_id = int(first.id.removeprefix("chatcmpl-"))
@@ -233,7 +263,35 @@ def test_a_client_that_disconnects_cancels_its_run_and_frees_the_worker(live):
         assert time.monotonic() - t0 < 1.0, "the run was not cancelled within a second"
         time.sleep(0.02)
     row = live.run_row(run_id)
-    assert row["status"] == "cancelled" and row["generated_tokens"] < 1800
+    assert row["status"] == "cancelled" and row["generated_tokens"] < 8000
     t1 = time.monotonic()
     nxt = client.completions.create(model=live.model, prompt="a", max_tokens=1)
     assert nxt.model_extra["timings"]["queue_ms"] < 1000 and time.monotonic() - t1 < 2.0
+
+
+def test_metrics_scrape_parses_and_agrees_with_the_run_records(live):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    live.client().completions.create(model=live.model, prompt="def f():", max_tokens=8)
+    response = httpx.get(f"{live.base}/metrics")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for s in family.samples:
+            samples[(s.name, tuple(sorted(s.labels.items())))] = s.value
+
+    def total(name):
+        return sum(v for (n, _), v in samples.items() if n == name)
+
+    assert total("playground_generated_tokens_total") == live.sql("select sum(generated_tokens) from playground_run")[0][0]
+    assert total("playground_runs") == live.sql("select count(*) from playground_run")[0][0]
+    assert samples[("playground_runs", (("source", "api"), ("status", "done")))] >= 1
+    timed = live.sql("select count(*) from playground_run where status in ('done', 'cancelled') "
+                     "and ttft_ms is not null")[0][0]
+    assert samples[("playground_ttft_seconds_count", ())] == timed
+    assert samples[("playground_ttft_seconds_bucket", (("le", "+Inf"),))] == timed
+    assert samples[("playground_decode_tokens_per_second_count", ())] >= 1
+    assert samples[("playground_queue_depth", ())] == 0
+    assert samples[("playground_workers_up", ())] == 1
+    assert samples[("playground_worker_up", (("device", "cpu"), ("model", live.model), ("worker_id", "w1")))] == 1
+    assert 0 <= samples[("playground_worker_heartbeat_age_seconds", (("worker_id", "w1"),))] < 10

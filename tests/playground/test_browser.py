@@ -1,7 +1,7 @@
 """Real browser, real servers: headless Debian Chromium (Playwright) against live processes.
 
-1. The embedded default: `python manage.py playground` (Daphne + in-process worker + the
-   default synthetic "tiny" checkpoint written into a temp cache dir, temp SQLite DB) on a
+1. The embedded default: `python manage.py playground --model synthetic:tiny` (Daphne +
+   in-process worker + a random-weight "tiny" checkpoint written into a temp cache dir, temp SQLite DB) on a
    free loopback port. Types code, runs with Ctrl-Enter, watches text and tok/s stream,
    stops a long run, saves, opens the share link and forks it. Screenshots go to a temp
    folder (path printed).
@@ -32,7 +32,8 @@ def server(tmp_path_factory, processes_factory, free_tcp_port):
     tmp = tmp_path_factory.mktemp("live_playground")
     port = free_tcp_port()
     procs = processes_factory(tmp)
-    procs.start("playground", "manage.py", "playground", "--port", str(port), "--device", "cpu", port=port)
+    procs.start("playground", "manage.py", "playground", "--port", str(port), "--device", "cpu",
+                "--model", "synthetic:tiny", port=port)
     return f"http://127.0.0.1:{port}"
 
 

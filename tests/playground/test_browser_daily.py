@@ -7,7 +7,8 @@ never `playwright install`) against a live `manage.py playground` on the tiny sy
 - a run reopened from "Your runs" shows its output, finish reason or error and its stats;
   the list filters by mode;
 - the unsaved code survives a reload; the keymap help; Ctrl/Cmd-S shares;
-- no horizontal scroll at 360 px; errors in a readable block; the sparkline replays.
+- no horizontal scroll at 360 px; errors in a readable block; the sparkline replays;
+- the queue position (and a missing worker) shown live while a run waits.
 
 Screenshots at desktop and phone widths go to test-artifacts/browser/ (gitignored).
 """
@@ -323,6 +324,21 @@ def test_the_queue_position_updates_while_waiting(server, page):
     assert page.locator("#status").inner_text() == "queued · 1 ahead · 4 s"  # another run's position: ignored
     page.evaluate("window.playground.onMessage({type: 'started', run_id: 424242, model: 'm', worker_id: 'w'})")
     assert page.locator("#status").inner_text() == "running"
+
+
+def test_a_run_waiting_without_a_worker_says_so_live_and_can_be_stopped(processes_factory, free_tcp_port, browser,
+                                                                         tmp_path):
+    port = free_tcp_port()
+    processes_factory(tmp_path).start("web", "manage.py", "playground", "--no-worker", "--port", str(port), port=port)
+    page = browser.new_page()
+    open_editor(page, f"http://127.0.0.1:{port}")
+    page.click("#run")
+    # The consumer's "queued" updates: the position, that no worker is online, the wait so far.
+    page.wait_for_function("/^queued · next · no worker online · [1-9]\\d* s$/.test(document.querySelector('#status').textContent)",
+                           timeout=20000)
+    page.click("#stop")
+    page.wait_for_function("document.querySelector('#status').textContent === 'cancelled'", timeout=10000)
+    page.close()
 
 
 def turn_roles(page) -> list[str]:

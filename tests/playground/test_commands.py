@@ -1,5 +1,6 @@
-"""Management commands and model selection: the synthetic default checkpoint is written
-once and reused; bad model arguments and a worker without Redis fail with one clear message."""
+"""Management commands and model selection: the default model is the real SmolLM2 GGUF; a
+synthetic checkpoint is served only when asked for (synthetic:SHAPE), written once and reused;
+bad model arguments and a worker without Redis fail with one clear message."""
 from __future__ import annotations
 
 import pytest
@@ -7,7 +8,8 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from inference.errors import EngineError
-from playground.modelsource import load_engine, synthetic_checkpoint
+from inference.hub import resolve_model_path
+from playground.modelsource import load_engine, model_argument, synthetic_checkpoint
 
 
 def test_synthetic_checkpoint_is_written_once_into_the_cache_dir(tmp_path):
@@ -19,11 +21,20 @@ def test_synthetic_checkpoint_is_written_once_into_the_cache_dir(tmp_path):
     assert not [p for p in (tmp_path / "synth").iterdir() if p.name.startswith(".")]  # no temp leftovers
 
 
-def test_default_model_is_the_synthetic_one_and_says_so(tmp_path, settings):
-    settings.PLAYGROUND_CACHE_DIR = tmp_path
+def test_the_default_model_is_smollm2(settings):
     settings.PLAYGROUND_MODEL = ""
-    engine = load_engine(None, "cpu")
+    assert model_argument(None) == "default"
+    assert model_argument("synthetic:tiny") == "synthetic:tiny"
+    settings.PLAYGROUND_MODEL = "/models/x.gguf"
+    assert model_argument(None) == "/models/x.gguf"
+    assert resolve_model_path(model_argument("default")).name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def test_synthetic_weights_are_served_when_asked_for_and_say_so(tmp_path, settings):
+    settings.PLAYGROUND_CACHE_DIR = tmp_path
+    engine = load_engine("synthetic:tiny", "cpu")
     assert engine.info["random_weights"] and engine.info["model"] == "tiny"
+    assert engine.info["path"] == str(tmp_path / "synth" / "tiny")
 
 
 def test_a_missing_model_folder_is_a_clear_error(tmp_path):
@@ -43,5 +54,5 @@ def test_cuda_without_a_gpu_is_refused_before_writing_anything(tmp_path, setting
         pytest.skip("this machine has a GPU")
     settings.PLAYGROUND_CACHE_DIR = tmp_path
     with pytest.raises(EngineError, match="no CUDA GPU"):
-        load_engine(None, "cuda")
+        load_engine("synthetic:tiny", "cuda")
     assert not (tmp_path / "synth").exists()

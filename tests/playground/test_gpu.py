@@ -80,7 +80,8 @@ async def test_gpu_stream_keeps_every_token_in_order_in_20ms_frames(gpu_engine, 
 def test_playground_command_serves_the_gpu_default(processes_factory, free_tcp_port, tmp_path):
     port = free_tcp_port()
     procs = processes_factory(tmp_path)
-    procs.start("playground", "manage.py", "playground", "--port", str(port), port=port)
+    procs.start("playground", "manage.py", "playground", "--port", str(port), "--model",
+                "synthetic:qwen2.5-coder-1.5b", port=port)
     for _ in range(60):  # the worker's first heartbeat follows its warm-up
         html = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30).read().decode()
         if "random weights" in html:

@@ -38,6 +38,23 @@ def test_random_weights_banner_shows_when_the_worker_serves_random_weights(clien
     assert "random weights — speed demo only" in client.get("/").content.decode()
 
 
+SMOL_CARD = {"name": "SmolLM2-135M-Instruct", "params": 134515008, "file": "SmolLM2-135M-Instruct.Q4_1.gguf",
+             "quantization": "Q4_1 (+F32, Q8_0)", "license": "apache-2.0", "context_length": 8192, "fim": False}
+
+
+def test_the_page_and_dashboard_show_the_model_card_and_infill_needs_fim_tokens(client, admin_client):
+    assert 'value="infill" disabled' not in client.get("/").content.decode()  # no worker yet: nothing known
+    WorkerStatus.objects.create(worker_id="w", model="SmolLM2-135M-Instruct", device="cpu",
+                                info={"card": SMOL_CARD}, last_heartbeat=timezone.now())
+    html = client.get("/").content.decode()
+    card = ("SmolLM2-135M-Instruct · 135M params · SmolLM2-135M-Instruct.Q4_1.gguf · dequantized from "
+            "Q4_1 (+F32, Q8_0) · apache-2.0 · 8192 context")
+    assert card in html and 'value="infill" disabled' in html
+    assert card in admin_client.get("/dashboard/").content.decode()
+    WorkerStatus.objects.filter(worker_id="w").update(info={"card": {**SMOL_CARD, "fim": True}})
+    assert 'value="infill" disabled' not in client.get("/").content.decode()
+
+
 def test_save_stores_the_runs_output_and_stats_under_an_unguessable_slug(client):
     key = session_key(client)
     run = Run.objects.create(session_key=key, mode="complete", code="def f():", output="    return 1",

@@ -40,8 +40,8 @@ class Command(BaseCommand):
         parser.add_argument("--host", default="127.0.0.1")
         parser.add_argument("--port", type=int, default=8000)
         parser.add_argument("--model", default=None,
-                            help="local Hugging Face folder or hub id (default: PLAYGROUND_MODEL, "
-                                 "else a synthetic random-weight checkpoint)")
+                            help="a .gguf file, a Hugging Face folder, a hub id or synthetic:SHAPE "
+                                 "(default: PLAYGROUND_MODEL, else SmolLM2-135M-Instruct)")
         parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda when available)")
         parser.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default per device)")
         parser.add_argument("--weights", default=None, choices=["fp8", "bf16", "fp16", "fp32"],
@@ -60,9 +60,6 @@ class Command(BaseCommand):
         worker = None
         if not no_worker:
             device = device or default_device()
-            if not (model or settings.PLAYGROUND_MODEL):
-                self.stdout.write(f"No --model / PLAYGROUND_MODEL: serving a synthetic random-weight checkpoint "
-                                  f"(written once under {settings.PLAYGROUND_CACHE_DIR / 'synth'})")
             self.stdout.write(f"Loading model on {device} ...")
             try:
                 engine = load_engine(model, device, dtype, weights)
