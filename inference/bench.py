@@ -4,7 +4,7 @@
         [--contexts 4096,16384] [--ttft 128,1024,4096] [--vs hf] [--json FILE] [--model DIR]
     python -m inference.bench --workload edit --model DIR [--tokens 256]   (speculation off and on)
     python -m inference.bench --workload verify --shape qwen2.5-coder-1.5b  (verify step vs one-token step)
-        [--attention auto|cuda|triton] [--gemv auto|overlap|cuda|triton] [--tuning auto|generic|ROW]
+        [--attention auto|cuda|triton] [--gemv auto|overlap|triton] [--tuning auto|generic|ROW]
         [--weights bf16 | fp8 | fp8,bf16] [--tp N]
 
 Writes a synthetic (random-weight) checkpoint of the shape on the fly unless --model is given,
@@ -171,7 +171,7 @@ def main(argv=None) -> int:
     p.add_argument("--no-pdl", action="store_true", help="disable programmatic dependent launch")
     p.add_argument("--attention", choices=["auto", "cuda", "triton"], default=None,
                    help="decode attention kernel (default: $INFERENCE_ATTENTION or auto)")
-    p.add_argument("--gemv", choices=["auto", "overlap", "cuda", "triton"], default=None,
+    p.add_argument("--gemv", choices=["auto", "overlap", "triton"], default=None,
                    help="GEMV kernels (default: $INFERENCE_GEMV or auto)")
     p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
     p.add_argument("--tp", type=int, default=1, help="tensor parallel over cuda:0..N-1 (reference path; "

@@ -61,6 +61,7 @@ class TokenEvent:
     text: str  # text delta (may be "" while bytes of a character or a possible stop string are held back)
     t: float  # time.perf_counter() when the token reached the host
     logprobs: list[TokenLogprob] | None = None  # one per token id, when params.logprobs is set
+    accepted: int = 0  # drafted tokens accepted so far in this run (speculation; 0 without)
 
 
 @dataclass
@@ -114,7 +115,7 @@ class Engine:
 
         device "cuda" uses the fast path unless fast=False; dtype defaults to float32 on CPU and
         bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)). The fast
-        path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | cuda | triton)
+        path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | triton)
         and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
         tp > 1 splits the model over tp processes (inference.parallel: reference path; `close()`
         stops them). weights: None (the checkpoint's values in dtype), "fp8" (inference.quant: e4m3
@@ -252,11 +253,11 @@ class Engine:
             logprobs = None if lps is None else [_read_logprobs(token, lps.popleft())]
             if token in stop_ids:
                 finish = "stop"
-                yield TokenEvent([token], "", now, logprobs)
+                yield TokenEvent([token], "", now, logprobs, spec_stats.accepted)
                 break
             text, hit = stops.push(detok.push([token]))
             pieces.append(text)
-            yield TokenEvent([token], text, now, logprobs)
+            yield TokenEvent([token], text, now, logprobs, spec_stats.accepted)
             if hit:
                 finish, stop_string_hit = "stop", True
             elif generated >= params.max_tokens:
@@ -272,7 +273,7 @@ class Engine:
             tail = text + ("" if hit else stops.flush())
             if tail:
                 pieces.append(tail)
-                yield TokenEvent([], tail, time.perf_counter())
+                yield TokenEvent([], tail, time.perf_counter(), spec_stats.accepted)
         timed, decode_ms = timer.decode()
         host_ms = (t_last - t_first) * 1000
         effective = round((generated - 1) / (host_ms / 1000), 2) if generated > 1 and host_ms > 0 else 0.0
@@ -375,8 +376,8 @@ class _DeviceTimer:
     FastRunner's ring) is polled; any other device token is copied into pinned memory with an event
     behind it. Decode time is the device time between the first token read and the last token read that
     has a timing event: those follow the first TIMED_FIRST tokens, every TIMED_EVERY-th and the last
-    one asked for (an event after every step cost the 1.5B ~2 us per token: kernels/PERF.md thirteenth
-    session). CPU: values are ready at once; host clock.
+    one asked for (an event after every step cost the 1.5B ~2 us per token: kernels/PERF.md). CPU: values
+    are ready at once; host clock.
     """
 
     def __init__(self, device: torch.device):

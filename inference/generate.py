@@ -3,8 +3,8 @@
     python -m inference.generate [--model default|DIR|FILE.gguf|synthetic:SHAPE] [--device cpu|cuda] [--dtype float32|bfloat16] [--weights fp8]
         (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT | --fim-prefix A --fim-suffix B)
         --max-tokens N [--temperature T] [--top-p P] [--top-k K] [--min-p P]
-        [--repetition-penalty R] [--seed S] [--stop STR ...] [--ignore-eos] [--json]
-        [--attention auto|cuda|triton] [--gemv auto|overlap|cuda|triton] [--tuning auto|generic|ROW]
+        [--repetition-penalty R] [--seed S] [--stop STR ...] [--ignore-eos] [--no-speculate] [--json]
+        [--attention auto|cuda|triton] [--gemv auto|overlap|triton] [--tuning auto|generic|ROW]
         [--tp N]
 
 Without --json the text streams to stdout and one stats line goes to stderr. With --json
@@ -46,13 +46,15 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable); not emitted")
     p.add_argument("--ignore-eos", action="store_true", help="keep generating past EOS")
+    p.add_argument("--speculate", action=argparse.BooleanOptionalAction, default=True,
+                   help="prompt-lookup speculation for greedy runs (default on; the output is the same)")
     p.add_argument("--weights", default=None, choices=["fp8", "bf16", "fp16", "fp32"],
                    help="fp8: e4m3 linear layers with per-channel scales, quantized at load (default: --dtype)")
     p.add_argument("--max-context", type=int, default=None, help="KV cache length (default min(model, 32768))")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     p.add_argument("--attention", choices=["auto", "cuda", "triton"], default=None,
                    help="fast path's decode attention kernel (default: $INFERENCE_ATTENTION or auto)")
-    p.add_argument("--gemv", choices=["auto", "overlap", "cuda", "triton"], default=None,
+    p.add_argument("--gemv", choices=["auto", "overlap", "triton"], default=None,
                    help="fast path's GEMV kernels (default: $INFERENCE_GEMV or auto)")
     p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
     p.add_argument("--tp", type=int, default=1, help="tensor parallel over N processes (cuda:0..N-1, or CPU "
@@ -89,7 +91,7 @@ def main(argv=None) -> int:
         params = SamplingParams(
             max_tokens=args.max_tokens, temperature=args.temperature, top_p=args.top_p, top_k=args.top_k,
             min_p=args.min_p, repetition_penalty=args.repetition_penalty, seed=args.seed,
-            stop=tuple(args.stop), ignore_eos=args.ignore_eos)
+            stop=tuple(args.stop), ignore_eos=args.ignore_eos, speculate=args.speculate)
         prompt = build_prompt(args)
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
         engine = Engine.from_pretrained(args.model, device=device, dtype=args.dtype, max_context=args.max_context,
@@ -118,6 +120,8 @@ def main(argv=None) -> int:
         sys.stdout.write("\n")
         print(f"[{stats.generated_tokens} tokens, {stats.finish_reason}; prompt {stats.prompt_tokens} tokens; "
               f"TTFT {stats.ttft_ms:.1f} ms; decode {stats.decode_tok_s:.1f} tok/s; "
+              + (f"speculation {stats.accepted}/{stats.drafted} drafted tokens accepted in {stats.verify_steps} verify "
+                 f"steps; " if stats.speculative else "") +
               f"{engine.info['runner']} on {engine.info['device']} {engine.info['dtype']}, weights {engine.info['weights']}"
               f"{', tp ' + str(args.tp) if args.tp > 1 else ''}]", file=sys.stderr)
     return 0

@@ -14,21 +14,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from .config import ModelConfig, rope_inv_freq
+from .kv_cache import KVCache  # noqa: F401  (the cache the forward writes; importable from here)
 from .weights import LayerWeights, ModelWeights
-
-
-class KVCache:
-    """Static per-layer K and V: [L, Hkv, Tmax, D]. Shared layout with the fast path."""
-
-    def __init__(self, cfg: ModelConfig, max_len: int, device, dtype: torch.dtype):
-        shape = (cfg.num_layers, cfg.num_kv_heads, max_len, cfg.head_dim)
-        self.k = torch.zeros(shape, device=device, dtype=dtype)
-        self.v = torch.zeros(shape, device=device, dtype=dtype)
-        self.max_len = max_len
-
-    def nbytes_per_position(self) -> int:
-        L, Hkv, _, D = self.k.shape
-        return 2 * L * Hkv * D * self.k.element_size()
 
 
 def rope_tables(cfg: ModelConfig, max_len: int, device) -> tuple[Tensor, Tensor]:

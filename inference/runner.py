@@ -19,7 +19,8 @@ import torch
 from torch import Tensor
 
 from .config import ModelConfig
-from .reference import KVCache, ReferenceModel
+from .kv_cache import KVCache
+from .reference import ReferenceModel
 from .sampling import Sampler, SamplingParams, token_logprobs
 from .weights import ModelWeights
 

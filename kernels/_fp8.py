@@ -4,7 +4,7 @@ tile's products, launch configs and argument checks.
 Weights are e4m3 [N, K] (row-major, K % 4 == 0) with one float32 scale per row; activations stay float32,
 products are summed in float32 and the row's scale multiplies the finished dot product. A row is read as
 K/4 int32 words; byte j of word c is column 4c + j, so each tile pairs with x through four stride-4 reads
-(L1 hits: x is a few KB). Measured on an H100 (scripts/probe_fp8_gemv.py, the same configs on two
+(L1 hits: x is a few KB). Measured on an H100 (lab/probe_fp8_gemv.py, the same configs on two
 machines whose LM head timed the same): storing rows K-quarter interleaved instead, so those reads become
 four contiguous chunks, made the layer GEMVs 5-13% slower (1.5B gate/up 14.8 -> 16.7 us, down 9.6 -> 10.1).
 
@@ -14,7 +14,7 @@ land on float32 subnormals, which FMAs keep: Triton does not flush them), so the
 the scale by 2^120 (UNIT). Measured against the hardware conversion (.to(tl.float32) of e4m3) on an H100,
 each with its best config (row-major both): the LM head 1.11-1.14x
 and the 1.5B's gate/up 1.24x faster, the other weights of the 1.5B / Llama-1B / 3B shapes within -7%..+7%
-(scripts/probe_fp8_gemv.py).
+(lab/probe_fp8_gemv.py).
 
 Not here: the kernels themselves, quantization (inference/quant.py).
 """
@@ -89,7 +89,7 @@ def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
 def fp8_config(kind: str, n: int, k: int) -> dict:
     """{BLOCK_N, BLOCK_K (e4m3 columns per tile), num_warps} for an FP8 GEMV of `kind` ("gemv": QKV and the LM
     head, "residual": o_proj and down_proj, "gate_up": n = I) over an [n, k] weight. The bests of
-    scripts/probe_fp8_gemv.py on an H100 (24 launches in one graph, PDL on), the same for the 1.5B, Llama-1B
+    lab/probe_fp8_gemv.py on an H100 (24 launches in one graph, PDL on), the same for the 1.5B, Llama-1B
     and 3B shapes: QKV (4, 512, 4), o_proj and down (4, 2048, 8), gate/up (8, 512, 4), LM head (16, 512, 4);
     larger tiles per thread (16 rows x 8 warps) spill and run up to 2x slower."""
     if interpreting():

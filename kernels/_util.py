@@ -85,13 +85,9 @@ def gate_up_config(i: int, k: int, tuning) -> dict:
 
 # The main loops of gemv_residual and rmsnorm_gate_up_silu can issue the next tile's loads before the FMAs
 # of the current one (AHEAD: two tiles in flight per program instead of one); gate/up sums RED neighbouring
-# columns in-thread so that its two accumulators keep registers (and programs per SM) low. Measured in the
-# greedy step at ctx 512 (kernels/PERF.md fifteenth session, same process each):
-#   down_proj  3B / Qwen3 (4, 1024, 8): 1824.1 -> 1814.1 / 1088.3 -> 1083.3 us. The 1.5B's (4, 2048, 8) needs
-#              in-thread sums to keep 3 programs per SM (101 registers otherwise); that gained 7-11 us alone, but
-#              with the runner's L2 prefetch of the next QKV (DOWN_L2_PREFETCH) it loses 9-13 us: not used.
-#   gate/up    3B / Qwen3 (16, 256, 8) RED 4: -6.8 / -2.6 us (two tiles ahead, or a full accumulator: slower)
-# QKV and the LM head (rmsnorm_gemv) measured level or slower: no lookahead there.
+# columns in-thread so that its two accumulators keep registers (and programs per SM) low. The 1.5B's
+# down_proj config (4, 2048, 8) is too wide to look ahead beside the L2 prefetch of the next QKV; QKV and the
+# LM head measured level or slower with it. Measurements: kernels/PERF.md, "Two tiles in flight".
 def residual_lookahead(k: int, cfg: dict, tuning) -> bool:
     """AHEAD for gemv_residual with launch config cfg over K = k: where the tuning row says so, down_proj
     (k >= 4096) loads ahead where its [BLOCK_N, BLOCK_K] accumulator is small enough (<= 4096 elements)."""

@@ -44,8 +44,6 @@ THREADS = 256
 TILE = 64
 NBUF = 2
 MIN_CHUNK = 64
-# TRACE 1: a timing probe (scripts/trace_cluster_attention.py), its stamps overwrite the multi-cluster workspace
-PROBE_DEFINES = {"TRACE": 0}
 CLUSTER = 16  # CTAs per cluster: 16 x 64-row splits = contexts up to 1024 rows merge in one cluster
 
 _SOURCE = _cuda_rtc.load_source("cluster_attention.cu")  # CUDA C: kernels/csrc/cluster_attention.cu
@@ -64,11 +62,11 @@ _NORM_KIND = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, hq: int, hkv: int, cluster: int, min_chunk: int, cache_half: bool,
-            norm_kind: int | None, early: bool = False, probe: tuple = (), carveout: int | None = None):
+            norm_kind: int | None, early: bool = False, carveout: int | None = None):
     g = hq // hkv
     defines = {"G": g, "HQ": hq, "HKV": hkv, "CLUSTER": cluster, "MIN_CHUNK": min_chunk,
                "CACHE_HALF": int(cache_half), "HAS_NORM": int(norm_kind is not None), "NORM_KIND": norm_kind or 0,
-               "EARLY": int(early), **PROBE_DEFINES}
+               "EARLY": int(early)}
     src = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
@@ -114,7 +112,7 @@ def cluster_attention(qkv, pos, k_cache, v_cache, cos, sin, out, workspace: Clus
     """Same contract as kernels.decode_attention.decode_attention, with a ClusterWorkspace. early: release
     the next kernel (PDL) as soon as this one starts, not after its main loop, so that a next kernel
     whose CTAs fit beside these can load its weights meanwhile. carveout: preferred shared-memory
-    carveout in percent (None: the driver's choice; see kernels.stream_gemv.stream_chain)."""
+    carveout in percent (None: the driver's choice; see kernels.stream_gemv.stream_op)."""
     assert k_cache.dim() == 3 and k_cache.shape == v_cache.shape and k_cache.is_contiguous() and v_cache.is_contiguous()
     hkv, t_max, d = k_cache.shape
     ws = workspace
@@ -132,7 +130,7 @@ def cluster_attention(qkv, pos, k_cache, v_cache, cos, sin, out, workspace: Clus
     dev = qkv.device
     kern = _kernel(dev.index if dev.index is not None else torch.cuda.current_device(), hq, hkv, ws.cluster,
                    ws.min_chunk, k_cache.dtype == torch.float16, None if q_norm is None else _NORM_KIND[q_norm.dtype],
-                   early, tuple(PROBE_DEFINES.values()), carveout)
+                   early, carveout)
     p = ctypes.c_void_p
     args = [p(qkv.data_ptr()), p(pos.data_ptr()), p(k_cache.data_ptr()), p(v_cache.data_ptr()),
             p(cos.data_ptr()), p(sin.data_ptr()),

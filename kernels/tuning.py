@@ -47,47 +47,50 @@ class DeviceInfo:
 class Tuning:
     """One GPU's tuned numbers (the defaults are the H200's, measured at batch 1, bf16)."""
     name: str = "h200"
-    why: str = "measured on one H200 over fifteen sessions; an H100 shares it until re-measured"
+    why: str = "measured on one H200 inside the whole decode step; an H100 shares it until re-measured"
 
     # -- kernel choices ("auto" in FastRunner.use_attention / use_gemv) ------------------------------
     cuda_attention: bool = knob(True, "the CUDA cluster attention is faster than Triton's below "
-                                "cuda_attention_context", "PERF.md: Attention")
+                                "cuda_attention_context", "PERF.md: CUDA cluster attention")
     cuda_attention_context: int = knob(1024, "positions below this use the cluster kernel (one cluster of "
-                                       "16 x 64-row splits per kv head); Triton wins beyond", "PERF.md: Attention")
+                                       "16 x 64-row splits per kv head); Triton wins beyond",
+                                       "PERF.md: CUDA cluster attention")
     cluster: int = knob(16, "CTAs per cluster: 16 x 64-row splits merge a 1024-row context in one cluster",
-                        "PERF.md: Attention")
+                        "PERF.md: CUDA cluster attention")
     stream_gemv: bool = knob(True, "o_proj (and QKV, gate/up up to stream_max_hidden) stream their weights "
-                             "through shared memory beside the CUDA attention", "PERF.md: Streamed GEMVs")
+                             "through shared memory beside the CUDA attention", "PERF.md: Streamed (\"overlap\") GEMVs")
 
     # -- streamed GEMVs (kernels.stream_gemv) -------------------------------------------------------
     o_budget: int = knob(80 << 10, "o_proj's whole 16-row slice (hidden 1536/2048) in a ring small enough to "
-                         "share an SM with the cluster attention", "PERF.md: Streamed GEMVs")
-    qkv_budget: int = knob(64 << 10, "the 1.5B's whole QKV slice per CTA", "PERF.md: Streamed GEMVs")
+                         "share an SM with the cluster attention", "PERF.md: Streamed (\"overlap\") GEMVs")
+    qkv_budget: int = knob(64 << 10, "the 1.5B's whole QKV slice per CTA", "PERF.md: Streamed (\"overlap\") GEMVs")
     gate_up_budget: int = knob(164 << 10, "three 16-row gate/up slots beside o_proj's CTAs",
-                               "PERF.md: Streamed GEMVs")
+                               "PERF.md: Streamed (\"overlap\") GEMVs")
     stream_max_hidden: int = knob(1536, "QKV and gate/up stream only up to this hidden size (slower for 2048)",
-                                  "PERF.md: Streamed GEMVs")
+                                  "PERF.md: Streamed (\"overlap\") GEMVs")
     stream_carveout: int = knob(100, "all-shared carveout where QKV and gate/up stream, so gate/up's ring fits "
-                                "beside o_proj's CTAs", "PERF.md: Streamed GEMVs")
+                                "beside o_proj's CTAs", "PERF.md: Streamed (\"overlap\") GEMVs")
     gate_up_skew: tuple[int, int] = knob((32, 16), "the last 32 gate/up CTAs start when o_proj's end: they take "
-                                         "16 fewer units each (1.5B step 1042 -> 1017 us)", "PERF.md: Streamed GEMVs")
+                                         "16 fewer units each (1.5B step 1042 -> 1017 us)", "PERF.md: skewed split")
     gate_up_skew_min_share: int = knob(4, "skew only where every CTA keeps >= this many times the deficit "
-                                       "(intermediate >= share x deficit x SMs)", "PERF.md: Streamed GEMVs")
+                                       "(intermediate >= share x deficit x SMs)", "PERF.md: skewed split")
 
     # -- L2 prefetches ------------------------------------------------------------------------------
     gate_up_l2_prefetch: int = knob(6 * MB, "where gate/up is Triton, the streamed o_proj prefetches its first "
-                                    "6 MB into L2 while attention runs (2-10 MB measured)", "PERF.md: L2 prefetch")
+                                    "6 MB into L2 while attention runs (2-10 MB measured)", "PERF.md: L2 prefetches")
     down_l2_prefetch: int = knob(2 * MB, "Triton down_proj prefetches the next layer's first 2 MB of QKV "
-                                 "(LM head after the last layer) into L2 (1-6 MB measured)", "PERF.md: L2 prefetch")
+                                 "(LM head after the last layer) into L2 (1-6 MB measured)", "PERF.md: L2 prefetches")
+    fp8_down_l2_prefetch: int = knob(2 * MB, "the FP8 step's down_proj prefetches as many bytes of the next QKV "
+                                     "(twice the rows of bf16's)", "PERF.md: L2 prefetches")
 
     # -- Triton GEMV launch configs -----------------------------------------------------------------
     gemv_overrides: tuple = knob((((1536, 1536), (4, 2048, 8, 1)), ((1536, 8960), (4, 2048, 8, 1))),
                                  "(N, K) -> (BLOCK_N, BLOCK_K, warps, stages) where the in-step sweep beat "
-                                 "kernels._util's rule (1.5B o_proj and down_proj)", "PERF.md: Triton GEMVs")
+                                 "kernels._util's rule (1.5B o_proj and down_proj)", "PERF.md: Fixed launch configs")
     lookahead: bool = knob(True, "down_proj and gate/up load the next tile before multiplying the current one",
-                           "PERF.md: Triton GEMVs")
+                           "PERF.md: Two tiles in flight")
     gate_up_red: int = knob(4, "gate/up sums 4 neighbouring columns in-thread (keeps its two accumulators "
-                            "small)", "PERF.md: Triton GEMVs")
+                            "small)", "PERF.md: Two tiles in flight")
 
     def streams_qkv_gate_up(self, hidden_size: int) -> bool:
         """Whether QKV and gate/up stream beside o_proj in the overlap GEMVs, for this hidden size."""
@@ -124,6 +127,7 @@ def generic(info: DeviceInfo) -> Tuning:
     return replace(H200, name="generic", why=f"fallback for {info.name}: {info.sms} SMs, "
                    f"{info.smem_per_block >> 10} KB shared memory per block, {info.l2_bytes >> 20} MB L2",
                    cuda_attention=False, stream_gemv=False, gate_up_l2_prefetch=0, down_l2_prefetch=prefetch,
+                   fp8_down_l2_prefetch=prefetch,
                    gemv_overrides=())
 
 

@@ -260,6 +260,7 @@ SAMPLING_FIELDS = {
     "repetition_penalty": float,
     "seed": int,
     "stop": list,
+    "speculate": bool,  # prompt-lookup speculation for greedy runs (default on; the output is the same)
 }
 _DEFAULTS = SamplingParams()
 
@@ -360,6 +361,14 @@ def _number(key: str, value, kind: type):
         raise ProtocolError(f"{key} must be a finite number, got a {len(str(value))}-digit integer", key) from None
 
 
+def _flag(key: str, value) -> bool:
+    if isinstance(value, str) and value.strip().lower() in ("true", "false", "on", "off", "1", "0"):
+        return value.strip().lower() in ("true", "on", "1")  # form fields and query strings send text
+    if not isinstance(value, bool):
+        raise ProtocolError(f"{key} must be true or false, got {_short(value)}", key)
+    return value
+
+
 def parse_sampling(raw, *, max_tokens_cap: int | None = None) -> SamplingParams:
     """The client's sampling params (a dict; absent, None or "" = default) -> SamplingParams.
 
@@ -378,7 +387,7 @@ def parse_sampling(raw, *, max_tokens_cap: int | None = None) -> SamplingParams:
         value = raw.get(key)
         if value is None or value == "" or key == "stop":
             continue
-        kwargs[key] = _number(key, value, kind)
+        kwargs[key] = _flag(key, value) if kind is bool else _number(key, value, kind)
     if "stop" in raw:
         kwargs["stop"] = _stop(raw["stop"])
     caps = {"temperature": MAX_TEMPERATURE, "top_k": MAX_TOP_K, "repetition_penalty": MAX_REPETITION_PENALTY,

@@ -67,6 +67,7 @@ class FrameStream:
         self._logprobs: list[dict] = []  # per-token logprob entries not yet sent (API requests that ask)
         self.output: list[str] = []  # all text, for the Run row
         self.tokens = 0
+        self.accepted = 0  # drafted tokens accepted so far (speculative decoding)
         self.t0 = t0
         self.t_first: float | None = None
         self.t_last: float | None = None
@@ -76,8 +77,10 @@ class FrameStream:
         self.error_code = "internal"  # "invalid_request" when the engine refused the request itself
 
     # -- engine thread side --------------------------------------------------------------
-    def push(self, token_ids: list[int], text: str, t: float, logprobs: list[dict] | None = None) -> None:
+    def push(self, token_ids: list[int], text: str, t: float, logprobs: list[dict] | None = None,
+             accepted: int = 0) -> None:
         with self._lock:
+            self.accepted = accepted
             if logprobs:
                 self._logprobs.extend(logprobs)
             if text:
@@ -111,6 +114,7 @@ class FrameStream:
                 "text": text,
                 "tokens": self.tokens,
                 "tok_s": round(tok_s, 1),
+                "accepted": self.accepted,
                 "ttft_ms": None if self.t_first is None else round((self.t_first - self.t0) * 1000, 1),
                 "elapsed_ms": round((now - self.t0) * 1000, 1),
             }
@@ -411,7 +415,7 @@ class Worker:
                 if isinstance(ev, FinishEvent):
                     stream.close(stats=ev.stats.to_dict())
                     return
-                stream.push(ev.token_ids, ev.text, ev.t, self._logprob_entries(ev.logprobs))
+                stream.push(ev.token_ids, ev.text, ev.t, self._logprob_entries(ev.logprobs), ev.accepted)
             stream.close(error="the engine ended without a finish event")
         except (EngineError, p.ProtocolError) as e:  # the request itself is at fault
             stream.close(error=str(e), error_code="invalid_request")

@@ -45,6 +45,7 @@ function counterEls() {
     ttft: $("c-ttft"),
     tokens: $("c-tokens"),
     elapsed: $("c-elapsed"),
+    accepted: $("c-accepted"),
     sparkline: $("sparkline").querySelector("polyline"),
     substats: $("substats"),
   };
@@ -55,6 +56,9 @@ function substatsLine(stats, extra = []) {
   if (stats.finish_reason) parts.push(`finish: ${stats.finish_reason}`);
   if (stats.prompt_tokens !== undefined && stats.prompt_tokens !== null) parts.push(`prompt ${stats.prompt_tokens} tok`);
   if (stats.decode_ms !== undefined && stats.decode_ms !== null) parts.push(`decode ${Math.round(stats.decode_ms)} ms`);
+  if (stats.speculative) {
+    parts.push(`speculation ${stats.accepted}/${stats.drafted} drafted accepted, ${Number(stats.accepted_per_verify || 0).toFixed(2)} per verify step`);
+  }
   parts.push(...extra);
   if (stats.frames !== undefined) parts.push(`${stats.frames} frames`);
   if (stats.model) parts.push(stats.model);
@@ -131,6 +135,7 @@ function setupEditorPage() {
     $(`p-${key}`).value = v === null || v === undefined ? "" : v;
   }
   $("p-stop").value = (params.stop || []).map(escapeStop).join(", ");
+  $("p-speculate").checked = params.speculate !== false;
 
   function readParams() {
     const out = {};
@@ -140,6 +145,7 @@ function setupEditorPage() {
     }
     const stop = $("p-stop").value.split(",").map((s) => unescapeStop(s.trim())).filter((s) => s);
     if (stop.length) out.stop = stop;
+    if (!$("p-speculate").checked) out.speculate = false;
     return out;
   }
 

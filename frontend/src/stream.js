@@ -94,6 +94,7 @@ export class Renderer {
     }
     this.els.answer.replaceChildren(this.target);
     for (const key of ["tokS", "ttft", "tokens", "elapsed"]) this.els[key].textContent = "—";
+    if (this.els.accepted) this.els.accepted.textContent = "—";
     this.els.sparkline.setAttribute("points", "");
     this.els.substats.textContent = "";
   }
@@ -144,6 +145,7 @@ export class Renderer {
       this.els.ttft.textContent = fmt(f.ttft_ms, 1);
       this.els.tokens.textContent = fmt(f.tokens);
       this.els.elapsed.textContent = fmt(f.elapsed_ms);
+      if (this.els.accepted) this.els.accepted.textContent = f.accepted ? fmt(f.accepted) : "—";
       this.els.sparkline.setAttribute("points", sparklinePoints(this.samples));
     }
   }
@@ -190,6 +192,7 @@ export class Renderer {
     if (stats.ttft_ms !== undefined && stats.ttft_ms !== null) this.els.ttft.textContent = fmt(stats.ttft_ms, 1);
     if (stats.generated_tokens !== undefined && stats.generated_tokens !== null) this.els.tokens.textContent = fmt(stats.generated_tokens);
     if (stats.elapsed_ms !== undefined && stats.elapsed_ms !== null) this.els.elapsed.textContent = fmt(stats.elapsed_ms);
+    if (this.els.accepted) this.els.accepted.textContent = stats.speculative ? fmt(stats.accepted) : "—";
     const series = Array.isArray(stats.tok_s_series) && stats.tok_s_series.length ? stats.tok_s_series : this.samples;
     this.series = series.filter((v) => typeof v === "number");
     if (!this.series.length && stats.decode_tok_s) this.series = [stats.decode_tok_s];

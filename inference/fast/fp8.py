@@ -29,9 +29,6 @@ from kernels.fp8_rmsnorm_gemv import fp8_rmsnorm_gemv
 from ..quant import Fp8Weight, is_fp8
 from .runner import FastRunner
 
-# Bytes of the next kernel's weights that down_proj's programs prefetch into L2 (as the bf16 step's
-# DOWN_L2_PREFETCH, 2 MB there; the same bytes are twice the rows in FP8).
-FP8_DOWN_L2_PREFETCH = 2 << 20
 
 
 def leading_bytes(w: Tensor | Fp8Weight, nbytes: int) -> Tensor:
@@ -68,7 +65,8 @@ class Fp8Runner(FastRunner):
             self._attention(i)
             fp8_gemv_residual(self.attn, o.q, o.scale, self.x, pdl=pdl)
             fp8_rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, gate_up.q, gate_up.scale, self.h, pdl=pdl)
-            head = leading_bytes(after, FP8_DOWN_L2_PREFETCH) if FP8_DOWN_L2_PREFETCH else None
+            nbytes = self.tuning.fp8_down_l2_prefetch  # kernels.tuning: bytes of the next weights into L2
+            head = leading_bytes(after, nbytes) if nbytes else None
             fp8_gemv_residual(self.h, down.q, down.scale, self.x, pdl=pdl, l2_prefetch=head)
 
     def _lm_head(self):

@@ -25,9 +25,7 @@ the tuning row's stream_max_hidden QKV and gate/up stream too: QKV's CTAs load a
 room and release the attention at their start (whose CTAs then copy their K/V tiles beside them),
 gate/up's load during attention and o_proj (which then releases it at its start); beyond it, where
 gate/up is Triton, o_proj prefetches gate/up's first rows into L2 during attention. "auto" picks it
-beside the CUDA attention;
-use_gemv("cuda") all four GEMVs, as two launches per layer: attention, then o_proj + gate/up + down
-+ the next layer's QKV in one stream_gemv chain.
+beside the CUDA attention.
 
 Every tuned number (ring budgets, skew, L2 prefetch sizes, launch configs, the attention switch point)
 comes from the kernels.tuning row of this GPU (`tuning`; the generic fallback on a GPU not in the table).
@@ -53,7 +51,7 @@ from kernels.rmsnorm_gemv import rmsnorm_gemv
 from kernels.tuning import Tuning, for_device
 
 from ..config import ModelConfig
-from ..reference import KVCache
+from ..kv_cache import KVCache
 from ..runner import Runner
 from ..sampling import Sampler, SamplingParams
 from ..weights import ModelWeights
@@ -132,19 +130,16 @@ class FastRunner(Runner):
     def use_gemv(self, mode: str = "auto") -> str:
         """Which kernels the layers' GEMVs (QKV, o_proj, gate/up, down) use: "triton" (one launch per
         GEMV, any GPU); "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and
-        gate/up (weights streamed through shared memory from before the PDL wait, tensor-core dots;
-        Hopper, NVRTC, bf16/fp16 weights), Triton for the rest; "cuda": stream_gemv for all four, o_proj
-        + gate/up + down + the next layer's QKV in ONE launch; "auto": overlap where it is supported and
-        the step uses the CUDA attention (and the tuning row streams), else triton. Drops captured graphs;
-        returns the kind used."""
-        if mode not in ("auto", "cuda", "overlap", "triton"):
-            raise ValueError(f"GEMV kernels must be auto, cuda, overlap or triton, not {mode!r}")
+        gate/up (weights streamed through shared memory from before the PDL wait; Hopper, NVRTC, bf16/fp16
+        weights), Triton for the rest; "auto": overlap where it is supported and the step uses the CUDA
+        attention (and the tuning row streams), else triton. Drops captured graphs; returns the kind used."""
+        if mode not in ("auto", "overlap", "triton"):
+            raise ValueError(f"GEMV kernels must be auto, overlap or triton, not {mode!r}")
         t = self.tuning
         self.stream_qkv_gate_up = t.streams_qkv_gate_up(self.cfg.hidden_size)
         sms = torch.cuda.get_device_properties(self.device).multi_processor_count
         self.gate_up_skew = t.skew_for(self.cfg.intermediate_size, sms)
-        names = {"cuda": ("qkv", "o", "gate_up", "down"),
-                 "triton": ()}.get(mode, ("o", "qkv", "gate_up") if self.stream_qkv_gate_up else ("o",))
+        names = () if mode == "triton" else ("o", "qkv", "gate_up") if self.stream_qkv_gate_up else ("o",)
         ok = all(stream.supported(getattr(layer, n)) for layer in self.w.layers for n in names)
         if mode == "auto":
             mode = "auto" if ok and t.stream_gemv else "triton"
@@ -153,7 +148,6 @@ class FastRunner(Runner):
                              "and a GPU of compute capability >= 9.0 with NVRTC")
         self.gemv_mode = mode
         self._select_gemv()
-        self.sync = torch.zeros(2, dtype=torch.int32, device=self.device)  # the chains' grid barrier counters
         self.graphs = {}
         return self.gemv_kind
 
@@ -189,9 +183,6 @@ class FastRunner(Runner):
 
     def _layers(self):
         """All decoder layers for the token whose embedding is in self.x, at position self.pos."""
-        if self.gemv_kind == "cuda":
-            self._layers_chained()
-            return
         w, eps, pdl, t = self.w, self.cfg.rms_norm_eps, self.pdl, self.tuning
         overlap = self.gemv_kind == "overlap"
         streamed = overlap and self.stream_qkv_gate_up  # QKV and gate/up
@@ -218,24 +209,6 @@ class FastRunner(Runner):
                 rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl, tuning=t)
             head = leading_bytes(after, t.down_l2_prefetch) if t.down_l2_prefetch else None
             gemv_residual(self.h, layer.down, self.x, pdl=pdl, l2_prefetch=head, tuning=t)
-
-    def _layers_chained(self):
-        """The layers as 2 launches each: attention, then o_proj + gate/up + down + the next layer's
-        QKV in one kernels.stream_gemv chain (the first QKV alone)."""
-        layers, eps, pdl = self.w.layers, self.cfg.rms_norm_eps, self.pdl
-
-        def qkv(layer):
-            return stream.Op("rmsnorm_gemv", layer.qkv, self.x, self.qkv, layer.attn_norm, layer.qkv_bias)
-
-        stream.stream_chain([qkv(layers[0])], eps=eps, pdl=pdl)
-        for i, layer in enumerate(layers):
-            self._attention(i)
-            ops = [stream.Op("residual", layer.o, self.attn, self.x),
-                   stream.Op("gate_up", layer.gate_up, self.x, self.h, layer.mlp_norm),
-                   stream.Op("residual", layer.down, self.h, self.x)]
-            if i + 1 < len(layers):
-                ops.append(qkv(layers[i + 1]))
-            stream.stream_chain(ops, self.sync, eps, pdl=pdl)
 
     def _attention(self, i: int, early: bool = False, carveout: int | None = None):
         """Layer i's attention; early, carveout: the CUDA kernel's (release the next kernel at its start;
@@ -375,6 +348,22 @@ class FastRunner(Runner):
         self._keep_logprobs(self.logits, self.token)  # after the step: its logits and the token it sampled
         self.host_pos += 1
         return self.ring[slot:slot + 1]
+
+    # -- public hooks for tools (lab/): the step as captured, and the tuning row ---------------------
+    def step_graph(self) -> torch.cuda.CUDAGraph:
+        """The captured step for the current sampler mode and kernels (captured on first use)."""
+        return self._graph()
+
+    def launch_step(self) -> None:
+        """One step's kernels, launched now on the current stream (what step_graph() holds)."""
+        self._step_body()
+
+    def use_tuning(self, tuning: Tuning, attention: str = "auto", gemv: str = "auto") -> None:
+        """Serve from another kernels.tuning row with these kernel choices; drops captured graphs (the lab's
+        A/B of one tuned number: dataclasses.replace(row, down_l2_prefetch=0))."""
+        self.tuning = tuning
+        self.use_gemv(gemv)
+        self.use_attention(attention)
 
     @torch.inference_mode()
     def forced_logits(self, token: int) -> Tensor:

@@ -113,6 +113,13 @@ def edit_main(args, engine) -> dict:
 
 
 def verify_cost(engine, context: int, iters: int = 50) -> dict:
+    import torch
+
+    with torch.inference_mode():
+        return _verify_cost(engine, context, iters)
+
+
+def _verify_cost(engine, context: int, iters: int) -> dict:
     """Device time per replay of the one-token step graph and of the verify graph (width 9), us."""
     import torch
 
@@ -138,7 +145,7 @@ def verify_cost(engine, context: int, iters: int = 50) -> dict:
         return a.elapsed_time(b) * 1000 / iters
 
     runner._select_attention(runner.host_pos)
-    step_graph = runner._graph()
+    step_graph = runner.step_graph()
     step_us = timed(step_graph.replay)
     graph = v.graph(v.span(runner.host_pos))
     v._load(draft)

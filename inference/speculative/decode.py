@@ -8,12 +8,18 @@ forward; it returns the accepted prefix plus the model's own next token). The ca
 tokens one by one, so EOS, stop strings, max_tokens and cancellation act exactly as without
 speculation; tokens past the point where it stops are discarded like the plain loop's overshoot.
 
+Whether a verify step pays is measured as the run goes (`Payoff`): host-clock seconds per plain
+token and per verify step (each including the caller's time for its tokens) and the tokens a verify
+step yields; where drafting would not pay (a verify step costs more plain steps than it yields
+tokens, e.g. on a launch-bound small model) the drafter is told a miss and stays quiet.
+
 Greedy only (the runner's argmax decides what is accepted): the engine keeps sampled requests on
 the plain loop.
 """
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -33,6 +39,31 @@ class SpecStats:
         return self.accepted / self.verify_steps if self.verify_steps else 0.0
 
 
+class Payoff:
+    """Host-clock costs of this run's plain tokens and verify steps; `pays()` while unknown."""
+
+    ALPHA = 0.3  # weight of the latest verify step in the tokens-per-verify average
+
+    def __init__(self):
+        self.plain_s = self.verify_s = 0.0
+        self.plain_n = self.verify_n = 0
+        self.tokens = 0.0
+
+    def plain(self, seconds: float):
+        self.plain_s += seconds
+        self.plain_n += 1
+
+    def verify(self, seconds: float, tokens: int):
+        self.verify_s += seconds
+        self.verify_n += 1
+        self.tokens = tokens if self.verify_n == 1 else self.ALPHA * tokens + (1 - self.ALPHA) * self.tokens
+
+    def pays(self) -> bool:
+        if not (self.plain_n and self.verify_n):
+            return True
+        return self.tokens * self.plain_s / self.plain_n >= self.verify_s / self.verify_n
+
+
 def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: int, read: Callable[[object], int],
                        stats: SpecStats, cancelled: Callable[[], bool], lag: int) -> Iterator[int]:
     """Yield generated token ids (the first is `first`, a device token from runner.start) until
@@ -42,11 +73,17 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
     issued, done = 1, 0  # tokens the runner has produced (or has in flight), tokens yielded
     drafting = False  # a match was seen: issue no more plain steps, then try a draft
     most = getattr(runner, "max_draft", max_tokens)  # the runner's verify width - 1 (the fast path's is fixed)
+    payoff = Payoff() if drafter.cfg.cost_aware else None
+    t_read = None  # when the last plain token was read (None after a verify step)
     while done < max_tokens:
         if not pending:  # every token is on the host: the tail is known
             if drafting:
                 draft = drafter.propose(limit=min(most, max_tokens - issued - 1))
+                if draft and payoff is not None and not payoff.pays():
+                    drafter.feedback(len(draft), 0)  # would not pay: quiet, as after a miss
+                    draft = []
                 if draft:
+                    t0 = time.perf_counter()
                     out = runner.verify(draft)
                     n = len(out) - 1
                     stats.verify_steps += 1
@@ -60,6 +97,9 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
                         yield t
                         if done >= max_tokens:
                             return
+                    if payoff is not None:
+                        payoff.verify(time.perf_counter() - t0, len(out))
+                    t_read = None
                     continue
             drafting = False
         if not drafting:
@@ -68,8 +108,12 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
                 stats.plain_steps += 1
                 issued += 1
         token = read(pending.popleft())
+        now = time.perf_counter()
+        if payoff is not None and t_read is not None:
+            payoff.plain(now - t_read)
         drafter.append(token)
         done += 1
         yield token
+        t_read = now
         if not drafting and drafter.ready():
             drafting = True

@@ -22,7 +22,8 @@ class DraftConfig:
     max_draft: int = 8  # tokens drafted per verify step (the verify step feeds max_draft + 1)
     min_match: int = 2  # shortest tail n-gram that may start a draft
     max_match: int = 4  # longest n-gram looked up (longer tails are matched on their last max_match tokens)
-    max_backoff: int = 16  # most tokens to stay quiet after verify steps that accepted nothing
+    max_backoff: int = 64  # most tokens to stay quiet after verify steps that accepted nothing
+    cost_aware: bool = True  # the decode loop skips drafts while its measured costs say they do not pay
 
     def __post_init__(self):
         if not (1 <= self.min_match <= self.max_match):

@@ -1,5 +1,5 @@
 // Decode attention with thread-block clusters; launcher, contract and reference: kernels/cluster_attention.py,
-// which prepends the #defines of a variant (G, HQ, HKV, CLUSTER, MIN_CHUNK, CACHE_HALF, NORM_KIND, EARLY, TRACE).
+// which prepends the #defines of a variant (G, HQ, HKV, CLUSTER, MIN_CHUNK, CACHE_HALF, NORM_KIND, EARLY).
 #include "common.cuh"
 #define D 128
 #define NT 256
@@ -163,18 +163,6 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
   if (chunk < MIN_CHUNK) chunk = MIN_CHUNK;
   const int n_active = (n_ctx + chunk - 1) / chunk;
   if (cluster_id * CLUSTER >= n_active) return;  // the whole cluster is past the context
-#if TRACE  // probe: %globaltimer stamps of CTA 0 and of kv head 0's owner CTA, per launch, into ws_acc
-  int tw = blockIdx.x == 0 ? 0 : (kvh == 0 && split * chunk <= pos && pos < split * chunk + chunk) ? 1 : -1;
-  int tl_ = 0;
-  if (tw >= 0 && threadIdx.x == 0) tl_ = atomicAdd(cnt + tw, 1);
-  if (tl_ >= HQ * D / 40) tw = -1;  // ws_acc holds HQ * D / 2 stamps
-  unsigned long long* trace = (unsigned long long*)ws_acc + (tl_ * 2 + tw) * 10;
-#define STAMP(k) do { if (tw >= 0 && threadIdx.x == 0) { unsigned long long t_; \
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_)); trace[k] = t_; } } while (0)
-#else
-#define STAMP(k) do {} while (0)
-#endif
-  STAMP(0);
   // Peers push their partials into this CTA's shared memory later, counted on rbar: the barrier's
   // wait (before the first push) guarantees that every CTA has started and initialised its rbar.
   const u32 rbar = smem_addr(flag_s);
@@ -223,7 +211,6 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
   for (int i = G * D + tid; i < 8 * D; i += NT) q_s[i] = 0.f;  // padding heads of the MMAs
 
   pdl_wait();  // qkv is written by the previous kernel
-  STAMP(1);
 
   for (int h = warp; h <= G; h += NT / 32) {  // G query heads, then (h == G) the new k
     const float* src = qkv + (size_t)(h < G ? kvh * G + h : HQ + kvh) * D;
@@ -244,7 +231,6 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
   }
   if (tid < D) vnew_s[tid] = qkv[(size_t)(HQ + HKV + kvh) * D + tid];
   __syncthreads();
-  STAMP(2);
   if (owner) {  // append the new row; nobody in this launch reads row pos from the cache
     if (tid < D) {
       k_cache[cache_off + (size_t)pos * D + tid] = to_cache(knew_s[tid]);
@@ -273,7 +259,6 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
       split2(qr[8], qr[9], qh[ks][1], ql[ks][1]);
     }
   }
-  STAMP(3);
   float m_run0 = NEG_INF, m_run1 = NEG_INF, l0 = 0.f, l1 = 0.f;
   float acc[4] = {0.f, 0.f, 0.f, 0.f};  // O^T: (dim 16w+gr, head 2c), (.., 2c+1), (dim +8, 2c), (.., 2c+1)
   for (int t = 0; t < n_tiles; ++t) {
@@ -343,7 +328,6 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
 #if !EARLY
   pdl_trigger();  // only the epilogue and the combine are left
 #endif
-  STAMP(4);
 
   // This CTA's partial: row sums over the QK warps, the new row merged in fp32 (owner), in smem.
   if (warp < 4) {
@@ -361,7 +345,6 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
     if (h0 + 1 < G) { part_acc[(h0 + 1) * D + d0] = acc[1]; part_acc[(h0 + 1) * D + d0 + 8] = acc[3]; }
   }
   __syncthreads();
-  STAMP(5);
   asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
   // Push this CTA's partial to the CTAs that merge it (CTA j merges outputs [j*PER, (j+1)*PER)) with
   // remote stores counted on the receiver's rbar: no reply, no cluster barrier; each CTA then merges
@@ -387,9 +370,7 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
     }
     st_async2(peer_addr(smem_addr(rcv_ml + (rank * 8 + g) * 2), dst), m, l, peer_addr(rbar, dst));
   }
-  STAMP(6);
   mbar_wait_cluster(rbar, 0);
-  STAMP(7);
 
   // Each CTA of the cluster merges its 1/CLUSTER slice of the G*D outputs.
   const int ncl = S / CLUSTER;
@@ -412,10 +393,6 @@ extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(
     }
   }
   if (n_clusters == 1) {  // nobody reads a peer's shared memory after the barrier
-#if TRACE
-    __syncthreads();
-#endif
-    STAMP(8);
     return;
   }
   // Several clusters: the last cluster to draw a ticket merges all clusters' partials.

@@ -7,48 +7,15 @@
 #define ROWB (SLOT_KC * 2 + ROW_PAD) // bytes per row in a slot
 #define STAGE (MT * ROWB)           // bytes of one ring slot
 
-struct Phase {  // one GEMV of the chain (mirrored by _Phase in Python)
+struct Phase {  // the launch's GEMV (mirrored by _Phase in Python)
   const unsigned char* w; const float* act; const void* norm_w; const void* bias; float* out;
-  const void* tmap;  // TMAP: w as a 3-D tensor map (64 columns, rows, K / 64 column chunks), 128-byte swizzle
   int units, K, late, deficit;  // the last `late` CTAs take `deficit` fewer units each (they start later)
 };
 // pf / pf_bytes: up to two spans of global memory that the CTAs' producers prefetch into L2 after their own
-// copies (an even share each), for the kernel after this one (stream_chain's l2_prefetch)
-struct Params { Phase p[MAXP]; u32* sync; unsigned long long* trace; float eps; int pad;
-                const unsigned char* pf[2]; unsigned long long pf_bytes[2]; };
-
-// TRACE (probes only): 1: CTA 0's consumer thread 0 writes (%globaltimer, code) pairs to prm.trace, each
-// read once the value it follows is available. code = 100 * phase + event. 2 (one-op launches): every CTA
-// writes 16 u64 at trace[16 * blockIdx.x]: times of its start, PDL wait passed, activation staged, first
-// slot landed, last slot consumed, outputs written, producer's last copy issued; its SM id; last slot landed.
-#if TRACE == 1
-#define STAMP(code, dep) do { unsigned long long t_; \
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_) : "f"((float)(dep)) : "memory"); \
-  if (blockIdx.x == 0 && threadIdx.x == 0 && tn < 120) { trace[2 * tn] = t_; trace[2 * tn + 1] = (code); } \
-  ++tn; } while (0)
-#elif TRACE == 2
-#define STAMP(code, dep) do { unsigned long long t_; \
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t_) : "f"((float)(dep)) : "memory"); \
-  const int e_ = (code) % 100, sl_ = (code) == 900 ? 0 : (code) == 901 ? 6 : e_ == 0 ? 1 : e_ == 1 ? 2 : e_ == 3 ? 3 \
-                 : e_ == 4 ? 4 : 5; \
-  if (threadIdx.x == 0 || (code) == 901) { \
-    if (sl_ != 3 || tn == 0) trace[16 * blockIdx.x + sl_] = t_; \
-    if (sl_ == 3) { trace[16 * blockIdx.x + 8] = t_; tn = 1; } } } while (0)
-#else
-#define STAMP(code, dep) do {} while (0)
-#endif
+// copies (an even share each), for the kernel after this one (stream_op's l2_prefetch)
+struct Params { Phase p; float eps; int pad; const unsigned char* pf[2]; unsigned long long pf_bytes[2]; };
 
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(NCONSUMER) : "memory"); }
-__device__ __forceinline__ void cluster_sync() {  // every thread of the cluster, the producer warp included
-  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
-}
-__device__ __forceinline__ u32 cluster_rank() { u32 r; asm("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
-__device__ __forceinline__ float ld_peer(u32 local, u32 rank) {  // a float of CTA `rank`'s shared memory
-  u32 a; float v;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(a) : "r"(local), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(a) : "memory");
-  return v;
-}
 __device__ __forceinline__ float h2f(u32 bits16) {
   float f; unsigned short h = (unsigned short)bits16; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
 }
@@ -96,30 +63,13 @@ __device__ __forceinline__ void unit_range(const Phase& ph, int& u0, int& nu) {
   nu = unit_start(ph, blockIdx.x + 1) - u0;
 }
 
-// All CTAs done with the previous phase (and its outputs visible) before any goes on.
-__device__ __forceinline__ void grid_barrier(u32* count, u32 target) {
-  if (NO_BARRIER) return;
-  consumers_sync();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    atomicAdd(count, 1u);
-    u32 v;
-    do { asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory"); } while (v < target);
-  }
-  consumers_sync();
-}
-
-// A consumer phase's start: the previous kernel done (PDL; then release the next one unless EARLY did at
-// the CTA's start), or for a later phase of a chain every CTA done with the previous phase.
-__device__ __forceinline__ void phase_wait(u32* sync, u32 target) {
-  if (target == 0) {
-    asm volatile("griddepcontrol.wait;" ::: "memory");
+// A consumer's start: the previous kernel done (PDL); then release the next one unless EARLY did at the
+// CTA's start.
+__device__ __forceinline__ void phase_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
 #if !EARLY
-    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  } else {
-    grid_barrier(sync, target);
-  }
 }
 // The RMSNorm scale from each consumer thread's partial sum of squares (1 without a norm); every consumer
 // thread is past its staging afterwards (consumers_sync).
@@ -162,7 +112,7 @@ __device__ __forceinline__ void produce(const Phase& ph, int& s, unsigned char* 
 // Producer, after its copies: this CTA's share of the l2_prefetch spans, in bulk prefetches of at most 32 KB
 // (no completion to wait for; the lines just arrive in L2). `last`: the full barrier of its last slot when the
 // ring held the CTA's whole share (no slot reused), so the prefetches never queue before its own weights
-// (3B step at ctx 512: 1837.7 -> 1832.0 us, kernels/PERF.md thirteenth session).
+// (3B step at ctx 512: 1837.7 -> 1832.0 us; lab/HISTORY.md).
 __device__ __forceinline__ void l2_prefetch(const Params& prm, u64* last) {
   if (prm.pf_bytes[0] == 0 && prm.pf_bytes[1] == 0) return;
   if (last != nullptr) mbar_wait(smem_u32(last), 0);
@@ -174,55 +124,6 @@ __device__ __forceinline__ void l2_prefetch(const Params& prm, u64* last) {
       asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(prm.pf[j] + a), "r"(bytes) : "memory");
     }
   }
-}
-
-// DYN (one-op gate/up launches, `tickets`): CTAs take tiles of 8 gate rows + the 8 matching up rows from a
-// global ticket counter instead of a fixed range, so CTAs that stream faster (or start earlier) take more.
-// slot_tile[buf]: the tile in ring slot buf (-1: no more); tiles_s: the tiles this CTA took, in order.
-__shared__ int slot_tile[DYN ? NS : 1], tiles_s[DYN ? DYN_CAP : 1];
-
-// Producer of a DYN launch: the first tickets in one batch (the ring's prefill), then one at a time, each
-// drawn a tile ahead (its latency hides behind the copies); at most DYN_CAP tiles. Then a slot marked -1;
-// the last CTA done drawing resets the counters (tickets[0]: next tile, tickets[1]: CTAs done).
-template <int KC>
-__device__ __forceinline__ void produce_dyn(const Phase& ph, int& s, unsigned char* ring, u64* full, u64* empty,
-                                            u32* tickets) {
-  const int K = ph.K, ntiles = ph.units / 8, nk = (K + KC - 1) / KC;
-  const int batch = max(1, min(NS / nk, DYN_CAP));
-  int t = (int)atomicAdd(tickets, (u32)batch), left = batch - 1, next = 0;
-  for (int lt = 0; t < ntiles; ++lt) {
-    const bool more = lt + 1 < DYN_CAP;
-    if (left == 0 && more) next = (int)atomicAdd(tickets, 1u);
-    for (int k0 = 0; k0 < K; k0 += KC, ++s) {
-      const int buf = s % NS;
-      if (s >= NS) mbar_wait(smem_u32(&empty[buf]), ((s / NS) - 1) & 1);
-      slot_tile[buf] = t;  // published by the arrive below (release), read after the consumers' wait
-      const u32 fb = smem_u32(&full[buf]);
-#if TMAP  // two tensor copies: the 8 gate rows, then the 8 up rows, each [KC / 64 chunks][8 rows][128 B]
-      mbar_expect_tx(fb, MT * KC * 2);  // whole boxes (columns past K are zero-filled)
-      for (int h = 0; h < 2; ++h)
-        asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes"
-                     " [%0], [%1, {%2, %3, %4}], [%5];"
-                     :: "r"(smem_u32(ring + (size_t)buf * STAGE + h * (KC / 64) * 1024)), "l"(ph.tmap), "r"(0),
-                        "r"(h * ph.units + 8 * t), "r"(k0 / 64), "r"(fb) : "memory");
-#else
-      const u32 bytes = (u32)min(KC, K - k0) * 2u;
-      mbar_expect_tx(fb, MT * bytes);
-      for (int r = 0; r < MT; ++r) {
-        const long long row = (r < 8 ? 0 : ph.units) + 8LL * t + (r & 7);
-        bulk_copy(smem_u32(ring + (size_t)buf * STAGE + (size_t)r * ROWB), ph.w + (row * K + k0) * 2, bytes, fb);
-      }
-#endif
-    }
-    if (!more) break;
-    if (left > 0) { ++t; --left; } else { t = next; }
-  }
-  const int buf = s % NS;
-  if (s >= NS) mbar_wait(smem_u32(&empty[buf]), ((s / NS) - 1) & 1);
-  slot_tile[buf] = -1;
-  mbar_arrive(smem_u32(&full[buf]));
-  ++s;
-  if (atomicAdd(tickets + 1, 1u) == gridDim.x - 1) { tickets[0] = 0; tickets[1] = 0; }
 }
 
 // Activation elements k..k+3 (k % 4 == 0), times the norm weights n, into the MMA B-fragment layout
@@ -251,33 +152,25 @@ template <int NORM_KIND> __device__ __forceinline__ float4 norm4(const void* nw,
   return n;
 }
 
-// Consumers (8 warps) on tensor cores: per slot, warp w takes KS = KC / 128 steps of 16 columns
+// Consumers of gate/up (8 warps) on tensor cores: per slot, warp w takes KS = KC / 128 steps of 16 columns
 // (ldmatrix of the weights, mma.sync m16n8k16 against the activation's hi / mid / lo fragments), keeps
 // the tile's partial sums in registers over its K chunks, then writes them to acc[row * NWARP + w];
-// the epilogue adds the 8 partials of each row.
-//   MODE 0: out[u] = rstd * (W[u] . x*norm_w) + bias[u]        (rstd = 1 without a norm)
-//   MODE 1: out[u] += W[u] . act                                (out: the residual stream)
-//   MODE 2: out[u] = silu(rstd * W[u] . n) * (rstd * W[units + u] . n), n = x*norm_w
-template <int MODE, int KC, int NORM_KIND, int BIAS_KIND>
-__device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned char* ring, u64* full, u64* empty,
-                                        float* acc, u32* xb, float* red, float eps, int phase, u32* sync, u32 target,
-                                        unsigned long long* trace, int& tn, float* hs = nullptr) {
+// the epilogue adds the 8 partials of each row:
+//   out[u] = silu(rstd * W[u] . n) * (rstd * W[units + u] . n), n = x*norm_w
+template <int KC, int NORM_KIND>
+__device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const unsigned char* ring, u64* full,
+                                                u64* empty, float* acc, u32* xb, float* red, float eps) {
   constexpr int KS = KC / (16 * NWARP), NPRE = 2;
-  constexpr bool DM = DYN && MODE == 2;  // tiles from the ticket counter (produce_dyn)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int u0, nu;
   unit_range(ph, u0, nu);
-  const int nr = DM ? DYN_CAP * MT : MODE == 2 ? 2 * nu : nu, K = ph.K;
-  // What does not depend on the previous phase is loaded before waiting for it: norm weights, bias.
+  const int nr = 2 * nu, K = ph.K;
+  // What does not depend on the previous kernel is loaded before waiting for it: the norm weights.
   float4 nwp[NPRE];
 #pragma unroll
   for (int i = 0; i < NPRE; ++i) nwp[i] = norm4<NORM_KIND>(ph.norm_w, (tid + i * NCONSUMER) * 4, K);
-  const float bias0 = BIAS_KIND >= 0 && tid < nu ? any_f32<BIAS_KIND>(ph.bias, u0 + tid) : 0.f;
-  phase_wait(sync, target);
-  STAMP(100 * phase + 0, 0.f);
-  // The residual rows (read now, beside the activation) and the activation, once per CTA, into shared
-  // memory as MMA fragments.
-  const float res0 = MODE == 1 && tid < nu ? __ldcg(ph.out + u0 + tid) : 0.f;
+  phase_wait();
+  // The activation, once per CTA, into shared memory as MMA fragments.
   float ssq = 0.f;
 #pragma unroll
   for (int i = 0; i < NPRE; ++i) {
@@ -287,27 +180,13 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
   for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4)
     ssq += stage4(xb, k, __ldcg((const float4*)(ph.act + k)), norm4<NORM_KIND>(ph.norm_w, k, K));
   const float rstd = block_rstd<NORM_KIND>(ssq, red, K, eps);
-  if (hs != nullptr && tid == 0) {  // MLP: this CTA has read x; it may be updated once every CTA has
-    __threadfence();
-    atomicAdd(sync, 1u);
-  }
-  STAMP(100 * phase + 1, rstd);
   // ldmatrix.x4 addresses: lane l gives row l % 16, columns + 8 * (l / 16), of this warp's 16-column steps
   const u32 aoff = (lane & 15) * ROWB + (lane >> 4) * 16 + warp * KS * 32;
-  int nl = 0;  // DM: tiles taken
-  for (int g = 0; DM || g < nr; g += MT) {
-    if (DM) {  // the next slot's tile, or the end
-      mbar_wait(smem_u32(&full[s % NS]), (s / NS) & 1);
-      const int t = slot_tile[s % NS];
-      if (t < 0) { ++s; break; }
-      if (tid == 0) tiles_s[nl] = t;
-      g = nl++ * MT;
-    }
+  for (int g = 0; g < nr; g += MT) {
     float d[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // two accumulators: shorter MMA chains
     for (int k0 = 0; k0 < K; k0 += KC, ++s) {
       const int buf = s % NS;
       mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
-      STAMP(100 * phase + 3, 0.f);
       const u32 sbase = smem_u32(ring + (size_t)buf * STAGE), abase = sbase + aoff;
       u32 a[KS][4];
       uint2 b[KS];
@@ -315,22 +194,16 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
       for (int j = 0; j < KS; ++j) {  // all loads first, then the MMAs
         const int col = k0 + (warp * KS + j) * 16;
         b[j] = make_uint2(0u, 0u);
-        if (!NO_COMPUTE && col < K) {  // warp-uniform
-#if TMAP  // row r of the tile: 8-row box r / 8, row r % 8 of each 1 KB chunk, 16-byte units swizzled by it
-          const int c16 = warp * KS + j, u = ((c16 & 3) << 1) | (lane >> 4), rr = lane & 7;
-          ldsm4(sbase + ((lane >> 3) & 1) * (KC / 64) * 1024 + (c16 >> 2) * 1024 + rr * 128 + ((u ^ rr) << 4), a[j]);
-#else
+        if (col < K) {  // warp-uniform
           ldsm4(abase + j * 32, a[j]);
-#endif
           if (lane < 12) b[j] = *(const uint2*)(xb + (col >> 4) * XB + lane * 2);
         }
       }
 #pragma unroll
       for (int j = 0; j < KS; ++j)
-        if (!NO_COMPUTE && k0 + (warp * KS + j) * 16 < K) mma(d + (j & 1) * 4, a[j], b[j].x, b[j].y);
+        if (k0 + (warp * KS + j) * 16 < K) mma(d + (j & 1) * 4, a[j], b[j].x, b[j].y);
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
-      STAMP(100 * phase + 4, d[0]);
     }
     // lane 4i holds MMA columns 0-1 (hi, mid) of rows g + i and g + i + 8, lane 4i + 1 column 2 (lo)
     const float c0 = d[0] + d[4], c2 = d[2] + d[6];
@@ -342,43 +215,21 @@ __device__ __forceinline__ void consume(const Phase& ph, int& s, const unsigned 
     }
   }
   consumers_sync();
-  if (DM) {  // tile lt's rows: 8 gate rows (acc rows 16 lt + i), then the 8 matching up rows
-    for (int i = tid; i < nl * 8; i += NCONSUMER) {
-      const int r = (i >> 3) * MT + (i & 7);
-      const float4 p = *(const float4*)(acc + r * NWARP), q = *(const float4*)(acc + r * NWARP + 4);
-      const float4 e = *(const float4*)(acc + (r + 8) * NWARP), f = *(const float4*)(acc + (r + 8) * NWARP + 4);
-      const float gt = (((p.x + p.y) + (p.z + p.w)) + ((q.x + q.y) + (q.z + q.w))) * rstd;
-      const float u = ((e.x + e.y) + (e.z + e.w)) + ((f.x + f.y) + (f.z + f.w));
-      ph.out[tiles_s[i >> 3] * 8 + (i & 7)] = gt / (1.f + __expf(-gt)) * (u * rstd);
-    }
-    STAMP(100 * phase + 5, 0.f);
-    return;
-  }
   for (int r = tid; r < nu; r += NCONSUMER) {
     const float4 p = *(const float4*)(acc + r * NWARP), q = *(const float4*)(acc + r * NWARP + 4);
     const float y = ((p.x + p.y) + (p.z + p.w)) + ((q.x + q.y) + (q.z + q.w));
-    if (MODE == 0) {
-      float o = y * rstd;
-      if (BIAS_KIND >= 0) o += r == tid ? bias0 : any_f32<BIAS_KIND>(ph.bias, u0 + r);
-      ph.out[u0 + r] = o;
-    } else if (MODE == 1) {
-      ph.out[u0 + r] = (r == tid ? res0 : __ldcg(ph.out + u0 + r)) + y;
-    } else {
-      const float4 e = *(const float4*)(acc + (nu + r) * NWARP), f = *(const float4*)(acc + (nu + r) * NWARP + 4);
-      const float u = ((e.x + e.y) + (e.z + e.w)) + ((f.x + f.y) + (f.z + f.w));
-      const float gt = y * rstd;
-      const float hv = gt / (1.f + __expf(-gt)) * (u * rstd);
-      if (hs != nullptr) hs[r] = hv; else ph.out[u0 + r] = hv;
-    }
+    const float4 e = *(const float4*)(acc + (nu + r) * NWARP), f = *(const float4*)(acc + (nu + r) * NWARP + 4);
+    const float u = ((e.x + e.y) + (e.z + e.w)) + ((f.x + f.y) + (f.z + f.w));
+    const float gt = y * rstd;
+    ph.out[u0 + r] = gt / (1.f + __expf(-gt)) * (u * rstd);
   }
-  STAMP(100 * phase + 5, 0.f);
 }
 
-// Modes 0 and 1 (QKV, o_proj, a chain's down: latency-bound, a few rows per CTA) on CUDA cores: the
+// Modes 0 and 1 (QKV, o_proj: latency-bound, a few rows per CTA) on CUDA cores: the
 // activation is staged once as fp32 (times the norm weights) in xs; warp w owns rows 2w and 2w + 1 of each
 // 16-row tile, lane l the 8-column chunks l, l + 32, ... of each slot (16-byte shared loads, conflict-free),
 // fp32 FMAs in two chains per row, the warp's sums reduced by shuffles, lanes 0 and 1 write the two rows.
-// (consume()'s tensor-core path, with the activation split into MMA fragments, chained MMAs and a
+// (A tensor-core path like gate/up's, with the activation split into MMA fragments, chained MMAs and a
 // cross-warp reduction, made the 1.5B step 13 us and the Qwen3 / 3B steps 5 us slower; kernels/PERF.md.)
 __device__ __forceinline__ float dot4(u32 wa, u32 wb, float4 x) {
   return fmaf(hi16(wb), x.w, fmaf(lo16(wb), x.z, fmaf(hi16(wa), x.y, lo16(wa) * x.x)));
@@ -390,8 +241,7 @@ __device__ __forceinline__ float stage_f32(float* xs, int k, float4 v, float4 n)
 }
 template <int MODE, int KC, int NORM_KIND, int BIAS_KIND>
 __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsigned char* ring, u64* full, u64* empty,
-                                           float* xs, float* red, float eps, int phase, u32* sync, u32 target,
-                                           unsigned long long* trace, int& tn) {
+                                           float* xs, float* red, float eps) {
   constexpr int NPRE = 2;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, K = ph.K;
   int u0, nu;
@@ -401,8 +251,7 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
   for (int i = 0; i < NPRE; ++i) nwp[i] = norm4<NORM_KIND>(ph.norm_w, (tid + i * NCONSUMER) * 4, K);
   const int my = 2 * warp + (lane & 1);  // the tile row lanes 0 and 1 write
   const float bias0 = BIAS_KIND >= 0 && lane < 2 && my < nu ? any_f32<BIAS_KIND>(ph.bias, u0 + my) : 0.f;
-  phase_wait(sync, target);
-  STAMP(100 * phase + 0, 0.f);
+  phase_wait();
   const float res0 = MODE == 1 && lane < 2 && my < nu ? __ldcg(ph.out + u0 + my) : 0.f;  // beside the activation
   float ssq = 0.f;
 #pragma unroll
@@ -414,18 +263,16 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
   for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4)
     ssq += stage_f32(xs, k, __ldcg((const float4*)(ph.act + k)), norm4<NORM_KIND>(ph.norm_w, k, K));
   const float rstd = block_rstd<NORM_KIND>(ssq, red, K, eps);
-  STAMP(100 * phase + 1, rstd);
   for (int g = 0; g < nu; g += MT) {
     float a0 = 0.f, b0 = 0.f, a1 = 0.f, b1 = 0.f;  // rows 2w and 2w + 1, two chains each
     for (int k0 = 0; k0 < K; k0 += KC, ++s) {
       const int buf = s % NS, nc = min(KC, K - k0);
       mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
-      STAMP(100 * phase + 3, 0.f);
       const unsigned char* row = ring + (size_t)buf * STAGE + (size_t)(2 * warp) * ROWB;
 #pragma unroll
       for (int j = 0; j < (KC + 255) / 256; ++j) {
         const int c = lane * 8 + j * 256;
-        if (!NO_COMPUTE && c < nc) {
+        if (c < nc) {
           const float4 x0 = *(const float4*)(xs + k0 + c), x1 = *(const float4*)(xs + k0 + c + 4);
           const uint4 w0 = *(const uint4*)(row + c * 2), w1 = *(const uint4*)(row + ROWB + c * 2);
           a0 += dot4(w0.x, w0.y, x0); b0 += dot4(w0.z, w0.w, x1);
@@ -434,7 +281,6 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
-      STAMP(100 * phase + 4, a0);
     }
     float y0 = a0 + b0, y1 = a1 + b1;
     for (int o = 16; o > 0; o >>= 1) {
@@ -453,94 +299,14 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
       }
     }
   }
-  STAMP(100 * phase + 5, 0.f);
-}
-
-// MLP, second phase (MODE 3): the CTA's slice of down_proj as an axpy over its own intermediate units
-// h[u] (shared memory, from the gate/up phase): part[n] = sum_u h[u] * Wt[u0 + u][n], Wt = W_down^T
-// ([I, H] rows in the ring, K = H <= SLOT_KC: one slot per 16-row tile). Thread t owns the column pairs
-// t, t + 256, ... (conflict-free shared loads); part (H floats) is left in shared memory for mlp_tail.
-template <int KC>
-__device__ __forceinline__ void consume_down_t(const Phase& ph, int& s, const unsigned char* ring, u64* full,
-                                               u64* empty, const float* hs, float* part) {
-  constexpr int NW = (KC / 2 + NCONSUMER - 1) / NCONSUMER;
-  const int tid = threadIdx.x, lane = tid & 31, KW = ph.K / 2;
-  int u0, nu;
-  unit_range(ph, u0, nu);
-  float a0[NW], a1[NW];
-#pragma unroll
-  for (int i = 0; i < NW; ++i) { a0[i] = 0.f; a1[i] = 0.f; }
-  for (int g = 0; g < nu; g += MT, ++s) {
-    const int buf = s % NS, rows = min(MT, nu - g);
-    mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
-    const unsigned char* slot = ring + (size_t)buf * STAGE;
-    for (int r = 0; r < rows; ++r) {
-      const float hv = hs[g + r];
-      const u32* row = (const u32*)(slot + (size_t)r * ROWB);
-#pragma unroll
-      for (int i = 0; i < NW; ++i) {
-        const int w = tid + i * NCONSUMER;
-        if (!NO_COMPUTE && w < KW) { const u32 v = row[w]; a0[i] += hv * lo16(v); a1[i] += hv * hi16(v); }
-      }
-    }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
-  }
-#pragma unroll
-  for (int i = 0; i < NW; ++i) {
-    const int w = tid + i * NCONSUMER;
-    if (w < KW) { part[2 * w] = a0[i]; part[2 * w + 1] = a1[i]; }
-  }
-}
-
-// MLP, last step (all threads of the CTA): the cluster adds its CTAs' partials through distributed shared
-// memory, each CTA a 1/CLUSTER slice of the columns, and adds that slice to the residual x with atomics
-// (once every CTA of the grid has read x: sync[0] counts them); the last CTA out resets the counters.
-// Every CTA of the grid must be resident (the Python side sizes the grid so).
-__device__ __forceinline__ void mlp_tail(const Params& prm, const float* part, bool consumer) {
-  if (CLUSTER > 1) cluster_sync();
-  if (consumer) {
-    const Phase& ph = prm.p[1];
-    const int tid = threadIdx.x;
-    if (tid == 0) {
-      u32 v;
-      do {
-        asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(prm.sync) : "memory");
-      } while (v < gridDim.x);
-    }
-    consumers_sync();
-    if (CLUSTER == 1) {  // the whole partial, 4 columns per atomic (K % 16 == 0)
-      for (int c = tid * 4; c < ph.K; c += NCONSUMER * 4) {
-        const float4 v = *(const float4*)(part + c);
-        asm volatile("red.global.add.v4.f32 [%0], {%1, %2, %3, %4};"
-                     :: "l"(ph.out + c), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w) : "memory");
-      }
-    } else {
-      const int per = (ph.K + CLUSTER - 1) / CLUSTER, c0 = (int)cluster_rank() * per, c1 = min(ph.K, c0 + per);
-      for (int c = c0 + tid; c < c1; c += NCONSUMER) {
-        float v = 0.f;
-#pragma unroll
-        for (int p = 0; p < CLUSTER; ++p) v += ld_peer(smem_u32(part + c), p);
-        asm volatile("red.global.add.f32 [%0], %1;" :: "l"(ph.out + c), "f"(v) : "memory");
-      }
-    }
-  }
-  if (CLUSTER > 1) cluster_sync();  // the peers have read this CTA's partial
-  if (consumer && threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(prm.sync + 1, 1u) == gridDim.x - 1) { prm.sync[0] = 0; prm.sync[1] = 0; }
-  }
 }
 
 extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(const Params prm) {
   __shared__ __align__(8) u64 full[NS], empty[NS];
   __shared__ float red[NWARP];
-  extern __shared__ __align__(128) unsigned char ring_raw[];
-  unsigned char* ring = ring_raw + (TMAP ? (1024u - (smem_u32(ring_raw) & 1023u)) & 1023u : 0u);  // swizzle: 1 KB
+  extern __shared__ __align__(128) unsigned char ring[];
   float* acc = (float*)(ring + (size_t)NS * STAGE);  // [SUMS] partial row sums, NWARP per row
   u32* xb = (u32*)(acc + SUMS);                      // [max K * XB / 16] the current activation, as MMA fragments
-  float* hs = (float*)(xb + XWORDS);                 // MLP: [units per CTA] h = silu(gate) * up
-  float* part = hs + HS;                             // MLP: [H] this CTA's down_proj partial
   const int tid = threadIdx.x;
   if (tid == 0) {
     for (int i = 0; i < NS; ++i) { mbar_init(smem_u32(&full[i]), 1); mbar_init(smem_u32(&empty[i]), NWARP); }
@@ -550,31 +316,13 @@ extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(cons
 #if EARLY
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");  // the next kernel may launch at once
 #endif
-  int s = 0, tn = 0;
-  unsigned long long* trace = prm.trace;
-  if (tid == 0) STAMP(900, 0.f);
-#if TRACE == 2
-  if (tid == 0) { u32 sm_; asm("mov.u32 %0, %%smid;" : "=r"(sm_)); trace[16 * blockIdx.x + 7] = sm_; }
-#endif
+  int s = 0;
   if (tid >= NCONSUMER) {  // producer warp: weights do not depend on the previous kernel, so no PDL wait
     if (tid == NCONSUMER) {
-      PRODUCE STAMP(901, 0.f);
+      PRODUCE
       l2_prefetch(prm, s > 0 && s <= NS ? &full[(s - 1) % NS] : nullptr);
     }
-#if MLP
-    __syncwarp();
-    mlp_tail(prm, part, false);
-#endif
     return;
   }
   CONSUME
-#if MLP
-  mlp_tail(prm, part, true);
-#elif NPH > 1
-  consumers_sync();
-  if (tid == 0) {  // the last CTA out resets the barrier counters for the next launch
-    __threadfence();
-    if (atomicAdd(prm.sync + 1, 1u) == gridDim.x - 1) { prm.sync[0] = 0; prm.sync[1] = 0; }
-  }
-#endif
 }

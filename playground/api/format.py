@@ -21,7 +21,9 @@ def timings(stats: dict, queue_ms: float | None) -> dict:
     """As llama-server's `timings` (prompt_* / predicted_*), plus TTFT and the time spent queued.
 
     prompt_ms is the time to the first token (tokenize + prefill + first sample); predicted_ms
-    and predicted_per_second are the decode after the first token, timed on the device."""
+    and predicted_per_second are the decode after the first token, timed on the device (on the host
+    clock for speculative runs); draft_n / draft_n_accepted (llama-server's names) and
+    accepted_per_verify are the prompt-lookup speculation's."""
     prompt_n, predicted_n = stats.get("prompt_tokens") or 0, stats.get("generated_tokens") or 0
     prompt_ms, decode_ms = stats.get("ttft_ms") or 0.0, stats.get("decode_ms") or 0.0
     return {
@@ -33,6 +35,11 @@ def timings(stats: dict, queue_ms: float | None) -> dict:
         "predicted_per_second": stats.get("decode_tok_s") or 0.0,
         "ttft_ms": prompt_ms,
         "queue_ms": None if queue_ms is None else round(queue_ms, 1),
+        "speculative": bool(stats.get("speculative")),
+        "draft_n": stats.get("drafted") or 0,
+        "draft_n_accepted": stats.get("accepted") or 0,
+        "verify_steps": stats.get("verify_steps") or 0,
+        "accepted_per_verify": stats.get("accepted_per_verify") or 0.0,
     }
 
 

@@ -89,7 +89,8 @@ async def models(request):
             info = w["info"]
             data.append({"id": w["model"], "object": "model", "created": w["created"], "owned_by": "playground",
                          "meta": {k: info.get(k) for k in ("max_context", "params", "device", "dtype", "fast_path",
-                                                            "random_weights", "fim", "chat_template") if k in info}})
+                                                            "random_weights", "fim", "chat_template", "weights",
+                                                            "weights_detail") if k in info}})
     return JsonResponse({"object": "list", "data": data})
 
 

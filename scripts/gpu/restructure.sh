@@ -44,8 +44,9 @@ for s in shapes:
     for tree in ("before", "after"):
         f = d / f"{tree}-{s}.json"
         r[tree] = json.loads(f.read_text()) if f.exists() else None
-    b, a = (r[t]["decode"][0]["tok_s"] if r[t] else None for t in ("before", "after"))
+    run = {t: (r[t]["runs"][0] if "runs" in r[t] else r[t]) if r[t] else None for t in r}  # JSON before/after
+    b, a = (run[t]["decode"][0]["tok_s"] if run[t] else None for t in ("before", "after"))
     ratio = f"{a / b:.3f}" if a and b else "-"
-    row = r["after"].get("tuning", "?") if r["after"] else "-"
+    row = run["after"].get("tuning", "?") if run["after"] else "-"
     print(f"| {s} | {b or 0:.1f} | {a or 0:.1f} | {ratio} | {row} |")
 PY

@@ -77,6 +77,19 @@ def test_drafter_backs_off_after_verify_steps_that_accept_nothing():
     assert d.misses == 0 and d.ready()
 
 
+def test_payoff_drafts_until_verify_steps_cost_more_than_the_tokens_they_yield():
+    from inference.speculative.decode import Payoff
+
+    p = Payoff()
+    assert p.pays()  # nothing measured yet: try
+    p.plain(0.001)
+    p.verify(0.002, 3)  # 3 tokens for the price of 2 plain steps
+    assert p.pays()
+    for _ in range(5):
+        p.verify(0.002, 1)  # then 1 token per verify step costing 2 plain steps
+    assert not p.pays()
+
+
 def test_draft_config_is_checked():
     with pytest.raises(ValueError):
         DraftConfig(min_match=3, max_match=2)
@@ -113,7 +126,7 @@ class OracleDrafter(PromptLookupDrafter):
     """Drafts the known greedy continuation, wrong at chosen places: every accept/reject length."""
 
     def __init__(self, truth, prompt_len, lengths, wrong_at):
-        super().__init__([])
+        super().__init__([], DraftConfig(cost_aware=False))
         self.truth, self.prompt_len, self.lengths, self.wrong_at = truth, prompt_len, lengths, wrong_at
         self.expected: list[int] = []
 
@@ -157,7 +170,7 @@ def test_verify_steps_accept_exactly_the_agreeing_prefix_and_output_stays_greedy
 @pytest.fixture(scope="module", params=["tiny", "tiny-qwen3"])
 def engine(request, synth_dir):
     e = Engine.from_pretrained(synth_dir(request.param), device="cpu", max_context=512)
-    e.draft_config = DraftConfig(min_match=1, max_backoff=0)  # draft at every chance: many verify steps
+    e.draft_config = DraftConfig(min_match=1, max_backoff=0, cost_aware=False)  # many verify steps
     return e
 
 

@@ -1,6 +1,7 @@
 """Spec for kernels/csrc: the CUDA C sources load from their files with the shared header pasted in, hold the
 kernels the launchers name, and (where nvcc is installed) compile for sm_90a as the launchers assemble them."""
 
+import ctypes
 import shutil
 import subprocess
 
@@ -22,19 +23,17 @@ def test_the_sources_hold_the_kernels_the_launchers_launch():
     assert 'extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(const Params prm)' \
         in stream_gemv._SOURCE
     assert 'extern "C" __global__ void __launch_bounds__(NT, 2) attn_cluster(' in cluster_attention._SOURCE
-    p = stream_gemv.plan([("residual", 1536, 1536)], 132, 80 << 10)
-    src, name = stream_gemv.source((("residual", -1, -1, 1536),), False, p["stages"], p["sums"],
-                                   (p["kc"], p["pad"]), 1, p["xwords"], 0, True, None, p["tiles"])
+    p = stream_gemv.plan(("residual", 1536, 1536), 132, 80 << 10)
+    src, name = stream_gemv.source(("residual", -1, -1, 1536), False, p["stages"], p["sums"], p["kc"], True)
     assert name == "stream_gemv_residual" and src.startswith("#define ")
     assert "#define KERNEL_NAME stream_gemv_residual\n" in src and src.endswith(stream_gemv._SOURCE)
 
 
 def _variants():
-    p = stream_gemv.plan([("gate_up", 8960, 1536)], 132, 164 << 10, skew=(32, 16))
-    sg, _ = stream_gemv.source((("gate_up", 0, -1, 1536),), False, p["stages"], p["sums"], (p["kc"], p["pad"]),
-                               1, p["xwords"], 0, False, None, p["tiles"])
+    p = stream_gemv.plan(("gate_up", 8960, 1536), 132, 164 << 10, skew=(32, 16))
+    sg, _ = stream_gemv.source(("gate_up", 0, -1, 1536), False, p["stages"], p["sums"], p["kc"], False)
     defines = {"G": 6, "HQ": 12, "HKV": 2, "CLUSTER": 16, "MIN_CHUNK": 64, "CACHE_HALF": 0, "HAS_NORM": 0,
-               "NORM_KIND": 0, "EARLY": 1, **cluster_attention.PROBE_DEFINES}
+               "NORM_KIND": 0, "EARLY": 1}
     ca = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + cluster_attention._SOURCE
     return {"stream_gate_up_silu": sg, "attn_cluster": ca}
 
@@ -48,4 +47,7 @@ def test_a_runner_variant_compiles_for_sm90a(kernel, tmp_path):
     r = subprocess.run(["nvcc", "-ptx", "-arch=sm_90a", "-std=c++17", "--use_fast_math", "-o", str(tmp_path / "k.ptx"),
                         str(src)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert f".entry {kernel}(" in (tmp_path / "k.ptx").read_text()
+    ptx = (tmp_path / "k.ptx").read_text()
+    assert f".entry {kernel}(" in ptx
+    if kernel == "stream_gate_up_silu":  # the launcher's ctypes mirror of Params has the kernel's size
+        assert f".b8 {kernel}_param_0[{ctypes.sizeof(stream_gemv._Params)}]" in ptx

@@ -2,6 +2,7 @@
 tuned number says why (runs on CPU: rows are chosen from device properties, given here as data)."""
 
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -25,7 +26,7 @@ def test_a_gpu_not_in_the_table_gets_the_generic_fallback_without_clusters_or_st
     assert row.name == "generic"
     assert not row.cuda_attention and not row.stream_gemv
     assert row.gemv_overrides == () and row.gate_up_l2_prefetch == 0
-    assert row.down_l2_prefetch == 0  # the bulk L2 prefetch is a Hopper instruction
+    assert row.down_l2_prefetch == row.fp8_down_l2_prefetch == 0  # the bulk L2 prefetch: a Hopper instruction
     assert "108 SMs" in row.why and "40 MB L2" in row.why
 
 
@@ -39,6 +40,13 @@ def test_every_tuned_number_has_a_one_line_why_and_a_perf_pointer():
     assert tuned and all(f.metadata.get("why") and f.metadata.get("perf", "").startswith("PERF.md") for f in tuned)
     assert all("\n" not in f.metadata["why"] for f in tuned)
     assert len(H200.explain()) == len(tuned)
+
+
+def test_every_perf_pointer_names_a_section_of_perf_md():
+    perf = (Path(tuning.__file__).parent / "PERF.md").read_text()
+    for f in fields(Tuning):
+        if f.metadata:
+            assert f.metadata["perf"].removeprefix("PERF.md: ") in perf, (f.name, f.metadata["perf"])
 
 
 def test_model_shape_conditions_are_read_from_the_row():

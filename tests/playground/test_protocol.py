@@ -20,7 +20,8 @@ def test_the_engines_defaults_are_the_only_defaults():
     defaults = SamplingParams()
     assert page == {"max_tokens": defaults.max_tokens, "temperature": defaults.temperature, "top_p": defaults.top_p,
                     "top_k": defaults.top_k, "min_p": defaults.min_p,
-                    "repetition_penalty": defaults.repetition_penalty, "seed": None, "stop": []}
+                    "repetition_penalty": defaults.repetition_penalty, "seed": None, "stop": [],
+                    "speculate": defaults.speculate}
     assert p.page_params({"top_k": 5})["top_k"] == 5
 
 

@@ -1,0 +1,38 @@
+"""What the GPU probes in lab/ share: an engine over a random-weight checkpoint, and its greedy
+decode step's CUDA graph at a given context. Not a benchmark (see inference.bench)."""
+from pathlib import Path
+
+import torch
+
+from inference.bench import random_prompt
+from inference.engine import Engine
+from inference.sampling import SamplingParams
+from inference.synth import write_checkpoint
+
+
+def random_engine(shape: str, max_context: int, tmp: str | Path) -> Engine:
+    """An Engine on CUDA over a synthetic checkpoint of `shape` written under `tmp`."""
+    path = write_checkpoint(shape, Path(tmp) / "m", device="cuda")
+    return Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=max_context)
+
+
+def greedy_graph(engine: Engine, context: int, warmup: int = 5) -> torch.cuda.CUDAGraph:
+    """The runner's greedy step graph after a random `context`-token prompt, replayed `warmup` times."""
+    runner = engine.runner
+    runner.start(random_prompt(context, engine.cfg.vocab_size), SamplingParams(max_tokens=10_000, temperature=0.0))
+    graph = runner.step_graph()
+    for _ in range(warmup):
+        graph.replay()
+    torch.cuda.synchronize()
+    return graph
+
+
+def replay_us(graph: torch.cuda.CUDAGraph, replays: int) -> float:
+    """Microseconds per replay of `graph`, replayed `replays` times back to back."""
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(replays):
+        graph.replay()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) * 1e3 / replays
