@@ -2,7 +2,8 @@
 
 HTTP goes to Django (static files served too unless PLAYGROUND_SERVE_STATIC=0, so the
 embedded playground works offline with no front web server); WebSockets go through
-AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(...))) as in the Channels docs.
+ExactOriginValidator(AuthMiddlewareStack(URLRouter(...))): the Origin must be this page's
+exact origin (security.py).
 """
 import os
 
@@ -13,15 +14,15 @@ django_asgi_app = get_asgi_application()  # sets Django up before the imports be
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from .routing import websocket_urlpatterns  # noqa: E402
+from .security import ExactOriginValidator  # noqa: E402
 
 http_app = ASGIStaticFilesHandler(django_asgi_app) if settings.PLAYGROUND_SERVE_STATIC else django_asgi_app
 
 application = ProtocolTypeRouter({
     "http": http_app,
-    "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    "websocket": ExactOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
 })

@@ -24,6 +24,7 @@ from django.conf import settings
 
 from . import protocol as p
 from . import records
+from .limiter import LimitExceeded, TokenBucket, limiter
 from .services import parse_run_request
 
 log = logging.getLogger(__name__)
@@ -40,15 +41,29 @@ class GenerateConsumer(AsyncWebsocketConsumer):
         self.watch_task: asyncio.Task | None = None
         self.layer_down_since: float | None = None
         self.rel = settings.PLAYGROUND_RELIABILITY
+        limits = settings.PLAYGROUND_CLIENT_LIMITS
+        self.limiter, self.client = limiter(limits), (self.scope.get("client") or ["?"])[0]
+        self.bucket, self.slow_down_told = TokenBucket(limits.messages_per_s, limits.burst), 0.0
+        self.socket_counted = self.run_counted = False
         await self.accept()
+        try:
+            self.limiter.open_socket(self.client)
+            self.socket_counted = True
+        except LimitExceeded as e:
+            await self.send_json(p.error(e.message, code=e.code))
+            await self.close(code=1008)
 
     async def disconnect(self, code):
         self._end_watch()
+        if self.socket_counted:
+            self.limiter.close_socket(self.client)
+            self.socket_counted = False
         if self.run_id is not None:
             try:
                 await self._stop(notify=False)
             except Exception:
                 log.exception("consumer: cancelling run %s on disconnect failed", self.run_id)
+        self._release_run()
 
     async def dispatch(self, message):
         """Every handler (browser frames and gen.* messages): a failure is logged once and
@@ -97,14 +112,27 @@ class GenerateConsumer(AsyncWebsocketConsumer):
     async def _layer_recovered(self):
         self.layer_down_since = None
         log.warning("consumer: channel layer back")
-        if self.run_id is not None and self.worker_channel is None:  # its job may have been lost: queue it again
-            request = await records.request_if_queued(self.run_id)  # (a duplicate is skipped at claim)
-            if request is not None:
-                await self.channel_layer.send(settings.PLAYGROUND_QUEUE_CHANNEL,
-                                              p.job_run(self.run_id, request, self.channel_name))
+        if self.run_id is not None and self.worker_channel is None:  # its job may have been lost
+            await self._requeue(self.run_id)
+
+    async def _requeue(self, run_id: int):
+        """Queue a still-queued run's job again (a duplicate is skipped when a worker claims it)."""
+        request = await records.request_if_queued(run_id)
+        if request is not None:
+            log.warning("consumer: run %s looks lost from the queue; queueing it again", run_id)
+            await self.channel_layer.send(settings.PLAYGROUND_QUEUE_CHANNEL,
+                                          p.job_run(run_id, request, self.channel_name))
 
     # -- browser -> server ---------------------------------------------------------------
     async def receive(self, text_data=None, bytes_data=None):
+        if not self.bucket.take():  # a flood: drop it, say so at most once a second
+            now = time.monotonic()
+            if now - self.slow_down_told >= 1.0:
+                self.slow_down_told = now
+                limits = settings.PLAYGROUND_CLIENT_LIMITS
+                await self.send_json(p.error(f"too many messages (at most {limits.messages_per_s:g}/s); "
+                                             "some were dropped", code="rate_limited"))
+            return
         try:
             await self._receive(text_data)
         except p.ProtocolError as e:
@@ -113,6 +141,9 @@ class GenerateConsumer(AsyncWebsocketConsumer):
     async def _receive(self, text_data):
         if text_data is None:
             raise p.ProtocolError("frames must be JSON text, not binary")
+        limit = settings.PLAYGROUND_MAX_FRAME_BYTES
+        if len(text_data) > limit or len(text_data.encode("utf-8", "surrogatepass")) > limit:
+            raise p.ProtocolError(f"frame too large (more than {limit:,} bytes)")
         frame = p.loads(text_data)
         if not isinstance(frame, dict):
             raise p.ProtocolError("frames must be JSON objects")
@@ -132,14 +163,24 @@ class GenerateConsumer(AsyncWebsocketConsumer):
         if self.run_id is not None:
             raise p.ProtocolError("a run is already in progress; stop it first")
         request = parse_run_request(frame)
-        session = self.scope.get("session")
-        run_id = await records.create_run(request, getattr(session, "session_key", None) or "")
+        try:
+            self.limiter.start_run(self.client)
+        except LimitExceeded as e:
+            return await self.send_json(p.error(e.message, code=e.code))
+        self.run_counted = True
+        try:
+            session = self.scope.get("session")
+            run_id = await records.create_run(request, getattr(session, "session_key", None) or "")
+        except BaseException:
+            self._release_run()
+            raise
         try:
             await self.channel_layer.send(settings.PLAYGROUND_QUEUE_CHANNEL,
                                           p.job_run(run_id, request, self.channel_name))
         except Exception as e:  # the row must not stay "queued" for a job that never got queued
             log.warning("consumer: queueing run %s failed: %r", run_id, e)
             message = "the queue is unavailable right now; try again in a moment"
+            self._release_run()
             await records.fail_run(run_id, message)
             return await self.send_json(p.error(message, run_id=run_id, code="queue_unavailable"))
         self.run_id, self.worker_channel, self.stop_requested = run_id, None, False
@@ -152,8 +193,8 @@ class GenerateConsumer(AsyncWebsocketConsumer):
         if self.worker_channel:
             await self.channel_layer.send(self.worker_channel, p.job_cancel(self.run_id))
         elif await records.cancel_if_queued(self.run_id):
-            run_id, self.run_id = self.run_id, None
-            self._end_watch()
+            run_id = self.run_id
+            self._clear_run()
             if notify:
                 await self.send_json(p.done(run_id, "cancelled", {"finish_reason": "cancelled",
                                                                   "generated_tokens": 0}))
@@ -170,7 +211,7 @@ class GenerateConsumer(AsyncWebsocketConsumer):
         """While `run_id` waits or runs: tell the client its live position (and when no worker
         is online), fail it when its worker's lease runs out or nobody came for too long, and
         report a terminal state the database has but whose message never arrived."""
-        last_sent, last_position, terminal_since = time.monotonic(), None, None
+        last_sent, last_position, terminal_since, stuck_since = time.monotonic(), None, None, None
         try:
             while self.run_id == run_id:
                 await asyncio.sleep(self.rel.watch_s)
@@ -189,6 +230,13 @@ class GenerateConsumer(AsyncWebsocketConsumer):
                         if await records.fail_if(run_id, "queued", message):
                             await self._finish(p.error(message, run_id=run_id, code="no_worker"))
                             return
+                    if state["queued_ahead"] == 0 and state["idle_workers"] > 0:
+                        stuck_since = stuck_since or now
+                        if now - stuck_since >= self.rel.requeue_after_s:  # the job was lost (Redis restarted)
+                            await self._requeue(run_id)
+                            stuck_since = None
+                    else:
+                        stuck_since = None
                     if position != last_position or now - last_sent >= self.rel.position_every_s:
                         await self.send_json(p.queued(run_id, state["queued_ahead"], state["waited_s"],
                                                       state["workers"]))
@@ -213,9 +261,19 @@ class GenerateConsumer(AsyncWebsocketConsumer):
             pass
 
     async def _finish(self, message: dict):
-        self.run_id = self.worker_channel = None
-        self.watch_task = None
+        self._clear_run()
         await self.send_json(message)
+
+    def _clear_run(self):
+        """The run is over for this socket: forget it, stop watching, free the client's slot."""
+        self.run_id = self.worker_channel = None
+        self._end_watch()
+        self._release_run()
+
+    def _release_run(self):
+        if self.run_counted:
+            self.run_counted = False
+            self.limiter.end_run(self.client)
 
     # -- worker -> server (channel layer) ------------------------------------------------
     async def gen_started(self, message):
@@ -232,14 +290,12 @@ class GenerateConsumer(AsyncWebsocketConsumer):
 
     async def gen_done(self, message):
         if message["run_id"] == self.run_id:
-            self._end_watch()
-            self.run_id = self.worker_channel = None
+            self._clear_run()
             await self.send_json(p.done(message["run_id"], message["finish_reason"], message["stats"]))
 
     async def gen_error(self, message):
         if message["run_id"] == self.run_id:
-            self._end_watch()
-            self.run_id = self.worker_channel = None
+            self._clear_run()
             await self.send_json(p.error(message["message"], run_id=message["run_id"], code=message.get("code")))
 
     async def send_json(self, content):

@@ -53,10 +53,12 @@ def run_state(run_id: int, lease_s: float) -> dict | None:
         return None
     now = timezone.now()
     state = dict(run, waited_s=(now - run["created_at"]).total_seconds(), queued_ahead=0, workers=0,
-                 worker_age_s=None)
+                 idle_workers=0, worker_age_s=None)
     if run["status"] == Run.QUEUED:
         state["queued_ahead"] = Run.objects.filter(status=Run.QUEUED, pk__lt=run_id).count()
-        state["workers"] = live_workers_since(lease_s).count()
+        live = live_workers_since(lease_s)
+        state["workers"] = live.count()
+        state["idle_workers"] = live.filter(busy=False).count()
     elif run["status"] == Run.RUNNING:
         beat = WorkerStatus.objects.filter(worker_id=run["worker_id"]).values_list("last_heartbeat", flat=True).first()
         state["worker_age_s"] = None if beat is None else (now - beat).total_seconds()

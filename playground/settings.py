@@ -14,6 +14,7 @@ Environment variables (all optional):
   PLAYGROUND_MODEL          the worker's model: .gguf file, folder, hub id or synthetic:SHAPE (default SmolLM2)
   PLAYGROUND_MAX_TOKENS     upper bound for max_tokens (default 8192)
   PLAYGROUND_SERVE_STATIC   "0" to leave /static/ to a front web server
+  PLAYGROUND_TLS            "1" behind a TLS proxy: Secure cookies, HSTS, CSP
   PLAYGROUND_METRICS_TOKEN  bearer token that opens /metrics on a public bind (else staff only)
   REDIS_URL                 e.g. redis://127.0.0.1:6379/0 -> channels_redis layer
 """
@@ -52,8 +53,9 @@ def _secret_key(cache_dir: Path) -> str:
         key = secrets.token_urlsafe(50)
         try:
             cache_dir.mkdir(parents=True, exist_ok=True)
-            path.write_text(key)
-            path.chmod(0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)  # private from the first byte
+            with os.fdopen(fd, "w") as f:
+                f.write(key)
         except OSError:
             pass  # read-only home: a per-process key still works for one process
         return key
@@ -85,6 +87,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "playground.security.ContentSecurityPolicyMiddleware",
+    "playground.security.AdminLoginThrottleMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -129,6 +133,20 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 PLAYGROUND_LAYER = LayerConfig()
 CHANNEL_LAYERS = PLAYGROUND_LAYER.channel_layers(REDIS_URL)
 
+# Behind a TLS-terminating proxy (PLAYGROUND_TLS=1): Secure cookies, HSTS, the proxy's
+# X-Forwarded-Proto trusted, and a Content Security Policy without inline script.
+PLAYGROUND_TLS = _env_bool("PLAYGROUND_TLS", False)
+if PLAYGROUND_TLS:
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_HSTS_SECONDS = 365 * 24 * 3600
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+PLAYGROUND_CSP = "" if not PLAYGROUND_TLS else (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'")
+PLAYGROUND_LOGIN_FAILURES = 10  # failed admin logins per IP ...
+PLAYGROUND_LOGIN_WINDOW_S = 300  # ... within this window, then 429
+
 SESSION_ENGINE = "django.contrib.sessions.backends.db"
 SESSION_COOKIE_AGE = 60 * 60 * 24 * 30
 LOGIN_URL = "admin:login"
@@ -151,6 +169,10 @@ PLAYGROUND_FRAME_INTERVAL_S = 0.020
 PLAYGROUND_RELIABILITY = Reliability()
 PLAYGROUND_HEARTBEAT_S = PLAYGROUND_RELIABILITY.heartbeat_s
 PLAYGROUND_CLIENT_LIMITS = ClientLimits()
+# WebSocket frames: up to this many bytes are read (larger: an error frame); Daphne is told to
+# take twice this, so a frame between the two is answered, beyond it closed with 1009.
+PLAYGROUND_MAX_FRAME_BYTES = 4 * 1024 * 1024
+PLAYGROUND_DAPHNE_MAX_MESSAGE_BYTES = 2 * PLAYGROUND_MAX_FRAME_BYTES
 PLAYGROUND_QUEUE_CHANNEL = "inference"
 PLAYGROUND_SERVE_STATIC = _env_bool("PLAYGROUND_SERVE_STATIC", True)
 # The address `manage.py playground` listens on (it sets this); "" = unknown (plain daphne), which

@@ -63,7 +63,11 @@ def fuzz_frames(seed: int, n: int) -> list:
     return frames
 
 
-async def test_every_fuzzed_frame_gets_an_error_or_a_valid_run(layer, caplog):
+async def test_every_fuzzed_frame_gets_an_error_or_a_valid_run(layer, caplog, settings):
+    from playground.limits import ClientLimits
+
+    # The fuzz is one fast client: lift the per-client limits (tested in test_reliability.py).
+    settings.PLAYGROUND_CLIENT_LIMITS = ClientLimits(runs_per_minute=10**6, messages_per_s=1e6, burst=10**6)
     caplog.set_level(logging.WARNING)
     comm = WebsocketCommunicator(application, "/ws/generate/", headers=ORIGIN)
     assert (await comm.connect())[0]

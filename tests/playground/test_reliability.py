@@ -136,3 +136,63 @@ async def test_a_cancel_arriving_before_the_claim_is_kept_by_the_worker(worker):
             break
         await asyncio.sleep(0.02)
     assert 10**6 in worker.early_cancels
+
+
+@pytest.fixture
+def tight_limits(settings):
+    from playground.limits import ClientLimits
+
+    settings.PLAYGROUND_CLIENT_LIMITS = ClientLimits(sockets=2, queued_runs=1, runs_per_minute=3,
+                                                     messages_per_s=5, burst=5)
+    return settings.PLAYGROUND_CLIENT_LIMITS
+
+
+async def test_one_client_gets_a_clear_error_past_each_limit(tight_limits, layer):
+    a, b = await connect(), await connect()
+    c = WebsocketCommunicator(application, "/ws/generate/", headers=ORIGIN)
+    assert (await c.connect())[0]
+    refused = await receive(c)
+    assert refused["code"] == "too_many_sockets" and "at most 2" in refused["message"]
+    assert (await c.receive_output(timeout=2))["type"] == "websocket.close"
+
+    await a.send_json_to(run_frame())
+    assert (await receive(a))["type"] == "accepted"
+    await b.send_json_to(run_frame())  # the same client, another socket: one active run at most
+    msg = await receive(b)
+    assert msg["type"] == "error" and msg["code"] == "too_many_runs" and "run_id" not in msg
+    await a.send_json_to({"type": "stop"})
+    while (await receive(a))["type"] != "done":
+        pass
+    for _ in range(2):  # runs per minute: 3 in all
+        await b.send_json_to(run_frame())
+        assert (await receive(b))["type"] == "accepted"
+        await b.send_json_to({"type": "stop"})
+        while (await receive(b))["type"] != "done":
+            pass
+    await b.send_json_to(run_frame())
+    assert (await receive(b))["code"] == "rate_limited"
+    await a.disconnect()
+    await b.disconnect()
+
+
+async def test_a_message_flood_is_dropped_with_one_error_a_second(tight_limits, layer):
+    comm = await connect()
+    for _ in range(50):
+        await comm.send_json_to({"type": "ping"})
+    replies = []
+    while not await comm.receive_nothing(timeout=0.3):
+        replies.append(await receive(comm))
+    assert [r["type"] for r in replies].count("pong") == 5
+    assert [r.get("code") for r in replies if r["type"] == "error"] == ["rate_limited"]
+    await comm.disconnect()
+
+
+async def test_frames_over_the_documented_maximum_are_refused_with_a_message(settings, layer):
+    settings.PLAYGROUND_MAX_FRAME_BYTES = 1000
+    comm = await connect()
+    await comm.send_to(text_data=json.dumps({"type": "ping", "pad": "x" * 1000}))
+    msg = await receive(comm)
+    assert msg["type"] == "error" and "too large" in msg["message"]
+    await comm.send_json_to({"type": "ping"})
+    assert (await receive(comm))["type"] == "pong"
+    await comm.disconnect()

@@ -91,7 +91,7 @@ class Command(BaseCommand):
             endpoints=build_endpoint_description_strings(host=host, port=port),
             ready_callable=ready,
             verbosity=1,
-            websocket_max_message_size=4 * 1024 * 1024,  # 200k-char inputs, JSON-escaped
+            websocket_max_message_size=settings.PLAYGROUND_DAPHNE_MAX_MESSAGE_BYTES,
         )
         if worker is not None:
             from twisted.internet import reactor
