@@ -253,11 +253,11 @@ class Engine:
             logprobs = None if lps is None else [_read_logprobs(token, lps.popleft())]
             if token in stop_ids:
                 finish = "stop"
-                yield TokenEvent([token], "", now, logprobs, spec_stats.accepted)
+                yield TokenEvent([token], "", now, logprobs, accepted=spec_stats.accepted)
                 break
             text, hit = stops.push(detok.push([token]))
             pieces.append(text)
-            yield TokenEvent([token], text, now, logprobs, spec_stats.accepted)
+            yield TokenEvent([token], text, now, logprobs, accepted=spec_stats.accepted)
             if hit:
                 finish, stop_string_hit = "stop", True
             elif generated >= params.max_tokens:
@@ -273,7 +273,7 @@ class Engine:
             tail = text + ("" if hit else stops.flush())
             if tail:
                 pieces.append(tail)
-                yield TokenEvent([], tail, time.perf_counter(), spec_stats.accepted)
+                yield TokenEvent([], tail, time.perf_counter(), accepted=spec_stats.accepted)
         timed, decode_ms = timer.decode()
         host_ms = (t_last - t_first) * 1000
         effective = round((generated - 1) / (host_ms / 1000), 2) if generated > 1 and host_ms > 0 else 0.0

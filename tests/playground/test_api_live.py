@@ -295,3 +295,35 @@ def test_metrics_scrape_parses_and_agrees_with_the_run_records(live):
     assert samples[("playground_workers_up", ())] == 1
     assert samples[("playground_worker_up", (("device", "cpu"), ("model", live.model), ("worker_id", "w1")))] == 1
     assert 0 <= samples[("playground_worker_heartbeat_age_seconds", (("worker_id", "w1"),))] < 10
+
+
+def test_a_waiting_stream_shows_its_queue_position_and_a_disconnect_while_queued_cancels_it(live):
+    body = {"model": live.model, "messages": CHAT, "max_tokens": 8000, "stream": True}
+    with httpx.Client(base_url=live.base, timeout=30) as http:
+        with http.stream("POST", "/v1/chat/completions", json=body) as busy:
+            busy_id = int(busy.headers["X-Run-Id"])
+            lines = busy.iter_lines()
+            while not next(lines).startswith('data: {"id"') or live.run_row(busy_id)["status"] != "running":
+                pass  # the worker is generating for the first stream
+            with http.stream("POST", "/v1/chat/completions", json=body) as waiting:
+                waiting_id = int(waiting.headers["X-Run-Id"])
+                comments = []
+                for line in waiting.iter_lines():
+                    if line.startswith(":"):
+                        comments.append(line)
+                    if len(comments) == 2:
+                        break
+                assert comments == [": queued, 0 run(s) ahead"] * 2  # next in line, told every second
+                assert live.run_row(waiting_id)["status"] == "queued"
+            deadline = time.monotonic() + 2
+            while live.run_row(waiting_id)["status"] == "queued":
+                assert time.monotonic() < deadline
+                time.sleep(0.02)
+            assert live.run_row(waiting_id)["status"] == "cancelled"  # never ran
+            assert live.run_row(waiting_id)["generated_tokens"] is None
+            assert live.run_row(busy_id)["status"] == "running"
+    deadline = time.monotonic() + 2
+    while live.run_row(busy_id)["status"] == "running":
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    assert live.run_row(busy_id)["status"] == "cancelled"
