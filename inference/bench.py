@@ -61,13 +61,16 @@ SAMPLED = {"temperature": 0.8, "top_p": 0.95, "seed": 0}  # the sampled-decode r
 
 
 def decode_rate(engine, context: int, tokens: int, repeats: int, sampling: dict | None = None) -> dict:
-    """Greedy decode rate (or with `sampling`: SamplingParams fields) at batch 1, EOS ignored."""
+    """Plain greedy decode rate (or with `sampling`: SamplingParams fields) at batch 1, EOS ignored.
+    Speculation stays off here (a random-weight model's greedy output often repeats, which the
+    drafter would copy): `--workload edit` measures it on real prompts."""
     from .engine import FinishEvent
     from .prompts import Prompt
     from .sampling import SamplingParams
 
     prompt = Prompt.from_ids(random_prompt(context, engine.cfg.vocab_size))
-    params = SamplingParams(max_tokens=tokens, ignore_eos=True, **(sampling or {"temperature": 0.0}))
+    params = SamplingParams(max_tokens=tokens, ignore_eos=True, speculate=False,
+                            **(sampling or {"temperature": 0.0}))
     rates = []
     for _ in range(repeats + 1):  # the first run also captures the graph: not counted
         for ev in engine.generate(prompt, params):

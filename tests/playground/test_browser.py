@@ -92,15 +92,17 @@ def test_type_run_stop_save_share_and_fork(server, page, tmp_path):
     # A long run streams live (text and tok/s while running), then Stop ends it.
     page.fill("#p-max_tokens", "2000")
     page.click("#run")
+    # Stop is clicked inside the page as soon as the run is seen streaming: a round trip from the test
+    # (or a screenshot) in between can outlast a fast model's 2,000 tokens on a loaded machine.
     page.wait_for_function(
-        "document.querySelector('#status').textContent === 'running' && "
+        "(() => { const live = document.querySelector('#status').textContent === 'running' && "
         "document.querySelector('#output').textContent.length > 0 && "
-        "parseFloat(document.querySelector('#c-tok_s').textContent.replace(/,/g, '')) > 0", timeout=30000)
-    page.screenshot(path=str(shots / "streaming.png"))
-    page.click("#stop")
+        "parseFloat(document.querySelector('#c-tok_s').textContent.replace(/,/g, '')) > 0; "
+        "if (live) document.querySelector('#stop').click(); return live; })()", timeout=30000)
     page.wait_for_function("document.querySelector('#status').textContent === 'cancelled'", timeout=10000)
     assert number(page, "#c-tokens") < 2000
     assert page.locator("#run").is_enabled() and page.locator("#stop").is_disabled()
+    page.screenshot(path=str(shots / "stopped.png"))
 
     # Save -> share link -> read-only page with the same output -> fork.
     stopped_output = page.evaluate("window.playground.renderer.fullText()")
