@@ -132,7 +132,9 @@ def test_engine_reads_ring_tokens_by_polling_and_times_the_timed_span(checkpoint
     engine = _engine(checkpoint)
 
     def run(**kw):
-        evs = list(engine.generate(prompt, SamplingParams(**{"max_tokens": 64, "ignore_eos": True, **kw})))
+        # the plain decode loop (speculation, on by default for greedy, has its own tests)
+        evs = list(engine.generate(prompt, SamplingParams(**{"max_tokens": 64, "ignore_eos": True,
+                                                             "speculate": False, **kw})))
         return [t for ev in evs if not isinstance(ev, FinishEvent) for t in ev.token_ids], evs[-1].stats
 
     tokens, stats = run()
