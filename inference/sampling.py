@@ -35,7 +35,10 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] | None = None  # None = the model's EOS ids
     ignore_eos: bool = False
-    speculate: bool = True  # prompt-lookup speculation for greedy requests (sampled ones never speculate)
+    # prompt-lookup speculation for greedy requests (sampled ones never speculate). Off by default: on the
+    # GPU's bf16 fast path the verify step's sums can flip a near-tie that plain decode breaks the other way,
+    # and on the small default model it measured no faster (README, Speculative decoding).
+    speculate: bool = False
     logprobs: int | None = None  # None = off; k = each token's log-probability and the top k alternatives
 
     def __post_init__(self):

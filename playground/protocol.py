@@ -260,7 +260,7 @@ SAMPLING_FIELDS = {
     "repetition_penalty": float,
     "seed": int,
     "stop": list,
-    "speculate": bool,  # prompt-lookup speculation for greedy runs (default on; the output is the same)
+    "speculate": bool,  # prompt-lookup speculation for greedy runs (default off: see SamplingParams)
 }
 _DEFAULTS = SamplingParams()
 

@@ -175,6 +175,7 @@ def engine(request, synth_dir):
 
 
 def run(engine, prompt, **params):
+    params.setdefault("speculate", True)  # off by default
     events = list(engine.generate(prompt, SamplingParams(**params)))
     fin = events[-1]
     assert isinstance(fin, FinishEvent)
@@ -222,7 +223,7 @@ def test_cancel_ends_a_speculative_run(engine):
             self.n -= 1
             return self.n < 0
 
-    events = list(engine.generate(REPEATING, SamplingParams(max_tokens=200, ignore_eos=True), cancel=CancelAfter(20)))
+    events = list(engine.generate(REPEATING, SamplingParams(max_tokens=200, ignore_eos=True, speculate=True), cancel=CancelAfter(20)))
     assert events[-1].stats.finish_reason == "cancelled" and 0 < events[-1].stats.generated_tokens < 200
 
 

@@ -33,6 +33,7 @@ def run(engine, ids, **kw):
     from inference.prompts import Prompt
     from inference.sampling import SamplingParams
 
+    kw.setdefault("speculate", True)  # off by default
     events = list(engine.generate(Prompt.from_ids(ids), SamplingParams(**kw)))
     assert isinstance(events[-1], FinishEvent)
     return [t for e in events[:-1] for t in e.token_ids], events[-1].stats
