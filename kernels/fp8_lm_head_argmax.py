@@ -15,10 +15,10 @@ import triton
 import triton.language as tl
 
 from kernels._fp8 import UNIT, check_fp8, dequantize, fp8_config, words
-from kernels._util import WEIGHT_DTYPES, check_vec, pdl_launch_kwargs
-from kernels.feed_token import check_feed_args, feed, feed_args
+from kernels._util import pdl_launch_kwargs
+from kernels.feed_token import feed, feed_args
 from kernels.fp8_rmsnorm_gemv import fp8_rows_dot
-from kernels.lm_head_argmax import NO_KEY, argmax_vote, argmax_winner
+from kernels.lm_head_argmax import NO_KEY, argmax_vote, argmax_winner, check_lm_head_args
 
 
 # Contract:
@@ -58,15 +58,7 @@ def fp8_lm_head_argmax(
     kernels.lm_head_argmax.argmax_scratch. config: as fp8_rmsnorm_gemv."""
     check_fp8(q, scale)
     n, k = q.shape
-    check_vec(x, k, "x")
-    check_vec(logits, n, "logits")
-    check_vec(scratch, 2, "scratch", (torch.int64,))
-    check_feed_args(token, pos, embed, x, ring)
-    assert embed.shape[0] >= n, "the embedding table must cover every LM head row"
-    assert n < 2 ** 31
-    if norm_w is not None:
-        check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    assert x.device == q.device == logits.device == scratch.device
+    check_lm_head_args(n, k, x, logits, token, pos, embed, scratch, norm_w, ring, q.device)
     cfg = config or fp8_config("gemv", n, k)
     grid = triton.cdiv(n, cfg["BLOCK_N"])
     _fp8_lm_head_argmax_kernel[(grid,)](

@@ -14,7 +14,8 @@ import triton
 import triton.language as tl
 
 from kernels._fp8 import UNIT, check_fp8, dequantize, fp8_config, tile_products, words
-from kernels._util import WEIGHT_DTYPES, check_vec, pdl_launch_kwargs
+from kernels._util import pdl_launch_kwargs
+from kernels.rmsnorm_gemv import check_rmsnorm_gemv_args
 
 
 @triton.jit
@@ -79,13 +80,7 @@ def fp8_rmsnorm_gemv(
     config: launch config (None: _fp8.fp8_config)."""
     check_fp8(q, scale)
     n, k = q.shape
-    check_vec(x, k, "x")
-    check_vec(out, n, "out")
-    if norm_w is not None:
-        check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    if bias is not None:
-        check_vec(bias, n, "bias", WEIGHT_DTYPES)
-    assert x.device == q.device == out.device
+    check_rmsnorm_gemv_args(n, k, x, out, norm_w, bias, q.device)
     cfg = config or fp8_config("gemv", n, k)
     _fp8_rmsnorm_gemv_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
         x, words(q), scale, norm_w if norm_w is not None else x, bias if bias is not None else out, out,

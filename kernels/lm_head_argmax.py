@@ -83,6 +83,19 @@ def argmax_scratch(device) -> torch.Tensor:
     return torch.tensor([NO_KEY, 0], dtype=torch.int64, device=device)
 
 
+def check_lm_head_args(n: int, k: int, x, logits, token, pos, embed, scratch, norm_w, ring, device) -> None:
+    """The launcher's checks of everything but the weight (shared with kernels.fp8_lm_head_argmax)."""
+    check_vec(x, k, "x")
+    check_vec(logits, n, "logits")
+    check_vec(scratch, 2, "scratch", (torch.int64,))
+    check_feed_args(token, pos, embed, x, ring)
+    assert embed.shape[0] >= n, "the embedding table must cover every LM head row"
+    assert n < 2 ** 31
+    if norm_w is not None:
+        check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
+    assert x.device == device == logits.device == scratch.device
+
+
 def lm_head_argmax(
     x: torch.Tensor, w: torch.Tensor, logits: torch.Tensor, token: torch.Tensor, pos: torch.Tensor,
     embed: torch.Tensor, scratch: torch.Tensor, norm_w: torch.Tensor | None = None, eps: float = 1e-6,
@@ -93,15 +106,7 @@ def lm_head_argmax(
     row for the launch config (None: the device's)."""
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
     n, k = w.shape
-    check_vec(x, k, "x")
-    check_vec(logits, n, "logits")
-    check_vec(scratch, 2, "scratch", (torch.int64,))
-    check_feed_args(token, pos, embed, x, ring)
-    assert embed.shape[0] >= n, "the embedding table must cover every LM head row"
-    assert n < 2 ** 31
-    if norm_w is not None:
-        check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    assert x.device == w.device == logits.device == scratch.device
+    check_lm_head_args(n, k, x, logits, token, pos, embed, scratch, norm_w, ring, w.device)
     cfg = gemv_config(n, k, for_device(w.device) if tuning is None else tuning)
     grid = triton.cdiv(n, cfg["BLOCK_N"])
     _lm_head_argmax_kernel[(grid,)](

@@ -87,6 +87,17 @@ def _rmsnorm_gemv_kernel(
     tl.store(out_ptr + rows, y, mask=row_mask)
 
 
+def check_rmsnorm_gemv_args(n: int, k: int, x, out, norm_w, bias, device) -> None:
+    """The launcher's checks of everything but the weight (shared with kernels.fp8_rmsnorm_gemv)."""
+    check_vec(x, k, "x")
+    check_vec(out, n, "out")
+    if norm_w is not None:
+        check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
+    if bias is not None:
+        check_vec(bias, n, "bias", WEIGHT_DTYPES)
+    assert x.device == device == out.device
+
+
 def rmsnorm_gemv(
     x: torch.Tensor,
     w: torch.Tensor,
@@ -102,13 +113,7 @@ def rmsnorm_gemv(
     tuning: the kernels.tuning row for the launch config (None: the device's)."""
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
     n, k = w.shape
-    check_vec(x, k, "x")
-    check_vec(out, n, "out")
-    if norm_w is not None:
-        check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    if bias is not None:
-        check_vec(bias, n, "bias", WEIGHT_DTYPES)
-    assert x.device == w.device == out.device
+    check_rmsnorm_gemv_args(n, k, x, out, norm_w, bias, w.device)
     cfg = gemv_config(n, k, for_device(w.device) if tuning is None else tuning)
     _rmsnorm_gemv_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
         x, w, norm_w if norm_w is not None else x, bias if bias is not None else out, out, n, k, eps,
