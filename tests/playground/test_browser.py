@@ -15,15 +15,11 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
-from pathlib import Path
 
 import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
 DONE = "['length','stop','cancelled'].includes(document.querySelector('#status').textContent)"
 
 
@@ -35,18 +31,6 @@ def server(tmp_path_factory, processes_factory, free_tcp_port):
     procs.start("playground", "manage.py", "playground", "--port", str(port), "--device", "cpu",
                 "--model", "synthetic:tiny", port=port)
     return f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ Screenshots at desktop and phone widths go to test-artifacts/browser/ (gitignore
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -22,9 +21,6 @@ import pytest
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--no-first-run"]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "browser"
 DESKTOP = {"width": 1440, "height": 900}
 PHONE = {"width": 360, "height": 780}
@@ -39,18 +35,6 @@ def server(tmp_path_factory, processes_factory, free_tcp_port, tiny_model_dir):
     procs.start("playground", "manage.py", "playground", "--port", str(port), "--device", "cpu",
                 "--model", str(tiny_model_dir), port=port)
     return f"http://127.0.0.1:{port}"
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture
