@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -31,6 +30,8 @@ import time
 from pathlib import Path
 
 import torch
+
+from .kernel_args import add_kernel_args, kernel_choice
 
 
 def copy_bandwidth(nbytes: int = 2 << 30, iters: int = 20) -> float:
@@ -172,11 +173,7 @@ def main(argv=None) -> int:
     p.add_argument("--weights", default="bf16", help="weight formats to measure, comma-separated: bf16, fp8")
     p.add_argument("--vs", choices=["hf"], default=None)
     p.add_argument("--no-pdl", action="store_true", help="disable programmatic dependent launch")
-    p.add_argument("--attention", choices=["auto", "cuda", "triton"], default=None,
-                   help="decode attention kernel (default: $INFERENCE_ATTENTION or auto)")
-    p.add_argument("--gemv", choices=["auto", "overlap", "triton"], default=None,
-                   help="GEMV kernels (default: $INFERENCE_GEMV or auto)")
-    p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
+    add_kernel_args(p)
     p.add_argument("--tp", type=int, default=1, help="tensor parallel over cuda:0..N-1 (reference path; "
                    "adds the compute vs sync split)")
     p.add_argument("--json", default=None)
@@ -189,8 +186,7 @@ def main(argv=None) -> int:
     formats = [w for w in args.weights.split(",") if w]
     if not formats or any(w not in WEIGHTS for w in formats):
         p.error(f"--weights takes a comma-separated list of {', '.join(WEIGHTS)}, not {args.weights!r}")
-    kernel_choice = {"attention": args.attention or os.environ.get("INFERENCE_ATTENTION", "auto"),
-                     "gemv": args.gemv or os.environ.get("INFERENCE_GEMV", "auto"), "tuning": args.tuning}
+    kernels = kernel_choice(args)
     if not torch.cuda.is_available():
         print("error: inference.bench needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -215,7 +211,7 @@ def main(argv=None) -> int:
         from .speculative.bench import verify_main
 
         engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx,
-                                        weights=formats[0], **kernel_choice)
+                                        weights=formats[0], **kernels)
         result = verify_main(args, engine)
         if args.json:
             Path(args.json).write_text(json.dumps(result, indent=2))
@@ -225,7 +221,7 @@ def main(argv=None) -> int:
     for fmt in formats:
         t = time.perf_counter()
         engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx,
-                                        weights=fmt, **kernel_choice, tp=args.tp)
+                                        weights=fmt, **kernels, tp=args.tp)
         if args.no_pdl:
             engine.runner.pdl = False
         print(f"loaded in {time.perf_counter() - t:.1f} s: {engine.info}", file=sys.stderr)

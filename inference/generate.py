@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from .errors import EngineError
+from .kernel_args import add_kernel_args, kernel_choice
 from .prompts import Prompt
 from .sampling import SamplingParams
 
@@ -52,11 +52,7 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="fp8: e4m3 linear layers with per-channel scales, quantized at load (default: --dtype)")
     p.add_argument("--max-context", type=int, default=None, help="KV cache length (default min(model, 32768))")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
-    p.add_argument("--attention", choices=["auto", "cuda", "triton"], default=None,
-                   help="fast path's decode attention kernel (default: $INFERENCE_ATTENTION or auto)")
-    p.add_argument("--gemv", choices=["auto", "overlap", "triton"], default=None,
-                   help="fast path's GEMV kernels (default: $INFERENCE_GEMV or auto)")
-    p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
+    add_kernel_args(p)
     p.add_argument("--tp", type=int, default=1, help="tensor parallel over N processes (cuda:0..N-1, or CPU "
                    "over gloo); the reference path (inference.parallel)")
     args = p.parse_args(argv)
@@ -95,9 +91,7 @@ def main(argv=None) -> int:
         prompt = build_prompt(args)
         device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
         engine = Engine.from_pretrained(args.model, device=device, dtype=args.dtype, max_context=args.max_context,
-                                        attention=args.attention or os.environ.get("INFERENCE_ATTENTION", "auto"),
-                                        gemv=args.gemv or os.environ.get("INFERENCE_GEMV", "auto"), tuning=args.tuning,
-                                        weights=args.weights, tp=args.tp)
+                                        **kernel_choice(args), weights=args.weights, tp=args.tp)
         token_ids: list[int] = []
         for ev in engine.generate(prompt, params):
             if isinstance(ev, FinishEvent):
