@@ -8,8 +8,13 @@
 shard and frees the rest, so no weights cross process boundaries. Ranks use cuda:rank (NCCL) on
 a GPU, the CPU (gloo) otherwise. Followers are `torch.multiprocessing` spawn processes that
 wait for commands on a queue ("start", "step", "forced", "stop") and run them on their rank;
-they report "ready" (or the error that stopped them) once loaded, and exit when rank 0's
-process goes.
+they report "ready" (or the error that stopped them) once loaded.
+
+Shutdown: NCCL's communicator teardown is collective (a rank's destroy waits for its peers'), so
+`RankGroup.close` sends "stop" and then leaves the group on rank 0 *while* the followers leave it
+on theirs, each teardown bounded in time (a dead peer cannot hang it); followers then exit with
+os._exit, and any that linger are terminated, then killed. A follower also exits at once when
+rank 0's process dies (a watchdog thread waits on the parent's sentinel), whatever it was doing.
 The environment keeps NVLink multicast off for every rank (NO_MULTICAST), set here before any
 rank starts: the only place this package touches environment variables.
 One group per process (torch.distributed's default group).
@@ -21,6 +26,10 @@ import atexit
 import os
 import queue
 import socket
+import sys
+import threading
+import time
+from multiprocessing.connection import wait as wait_any
 from dataclasses import dataclass
 from typing import Callable
 
@@ -38,6 +47,8 @@ from .shard import shard_weights
 
 NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
 READY_TIMEOUT_S = 600.0  # loading a checkpoint on every rank
+TEARDOWN_S = 20.0  # leaving the group: long enough for a follower to catch up on queued steps
+EXIT_S = 5.0  # a follower past its teardown: then terminate, then kill
 
 
 @dataclass(frozen=True)
@@ -94,17 +105,45 @@ class RankGroup:
             q.put(msg)
 
     def close(self) -> None:
+        """Stop every follower and leave the group; returns within about TEARDOWN_S + 3 * EXIT_S
+        seconds whatever state the followers are in (idempotent)."""
         if self.closed:
             return
         self.closed = True
+        alive = [p for p in self.procs if p.is_alive()]
         self.send(("stop",))
+        # Leave together: the followers run the same bounded teardown on "stop". If one is already
+        # gone, a collective teardown cannot complete: wait only briefly for it then.
+        leave_group(TEARDOWN_S if len(alive) == len(self.procs) else EXIT_S)
+        deadline = time.monotonic() + TEARDOWN_S + EXIT_S
         for p in self.procs:
-            p.join(timeout=30)
-            if p.is_alive():
-                p.terminate()
-                p.join(timeout=5)
-        if dist.is_initialized():
+            p.join(timeout=max(0.0, deadline - time.monotonic()))
+        for stop in ("terminate", "kill"):
+            lingering = [p for p in self.procs if p.is_alive()]
+            for p in lingering:
+                getattr(p, stop)()
+            for p in lingering:
+                p.join(timeout=EXIT_S)
+        for q in self.commands:  # never block this process's exit on an unread queue
+            q.cancel_join_thread()
+            q.close()
+
+
+def leave_group(timeout_s: float) -> bool:
+    """Destroy this process's default group, waiting at most timeout_s (NCCL's teardown waits for
+    every peer's); False if it did not finish (it is then left to finish, or not, in the background)."""
+    if not dist.is_initialized():
+        return True
+    done = threading.Event()
+
+    def destroy():
+        try:
             dist.destroy_process_group()
+        finally:
+            done.set()
+
+    threading.Thread(target=destroy, name="tp-leave-group", daemon=True).start()
+    return done.wait(timeout_s)
 
 
 def _free_port() -> int:
@@ -161,8 +200,17 @@ def _wait_ready(procs: list, replies) -> None:
         raise EngineError(f"tensor-parallel ranks not ready after {READY_TIMEOUT_S:.0f} s: {', '.join(waiting)}")
 
 
+def _exit_with_parent(parent) -> None:
+    """Watchdog thread of a follower: exit the moment rank 0's process is gone."""
+    wait_any([parent.sentinel])
+    os._exit(1)
+
+
 def _follower_main(rank: int, spec: LaunchSpec, init_method: str, commands, replies) -> None:
-    """A follower process: join the group, load the shard, then run rank 0's commands."""
+    """A follower process: join the group, load the shard, then run rank 0's commands until "stop"."""
+    parent = mp.parent_process()
+    if parent is not None:
+        threading.Thread(target=_exit_with_parent, args=(parent,), name="tp-parent-watch", daemon=True).start()
     try:
         if spec.device == "cpu":
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.tp))
@@ -170,22 +218,29 @@ def _follower_main(rank: int, spec: LaunchSpec, init_method: str, commands, repl
         runner = build_rank(spec, rank)
     except BaseException as e:  # report it: rank 0 turns it into one EngineError
         replies.put((rank, f"{type(e).__name__}: {e}"))
-        return
+        replies.close()
+        replies.join_thread()
+        os._exit(1)
     replies.put((rank, None))
-    parent = mp.parent_process()
-    while True:
-        try:
-            msg = commands.get(timeout=5.0)
-        except queue.Empty:
-            if parent is not None and not parent.is_alive():
+    replies.close()
+    replies.join_thread()
+    code = 0
+    try:
+        while True:
+            msg = commands.get()
+            if msg[0] == "stop":
                 break
-            continue
-        if msg[0] == "stop":
-            break
-        if msg[0] == "start":
-            runner.start(msg[1], msg[2])
-        elif msg[0] == "forced":
-            runner.forced_logits(msg[1])
-        else:
-            runner.step()
-    dist.destroy_process_group()
+            if msg[0] == "start":
+                runner.start(msg[1], msg[2])
+            elif msg[0] == "forced":
+                runner.forced_logits(msg[1])
+            else:
+                runner.step()
+    except BaseException as e:  # rank 0 sees its own collective fail or time out
+        print(f"tensor-parallel rank {rank}: {type(e).__name__}: {e}", file=sys.stderr)
+        code = 1
+    if not leave_group(TEARDOWN_S):
+        code = code or 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # not through multiprocessing's exit (it joins queue threads)

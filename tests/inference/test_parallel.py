@@ -8,6 +8,7 @@ paths.
 """
 
 import threading
+import time
 
 import pytest
 import torch
@@ -252,9 +253,81 @@ def test_engine_tp2_over_gloo_generates_what_tp1_generates_and_close_stops_the_r
         procs = two.runner.followers.procs
         assert all(p.is_alive() for p in procs)
     finally:
+        t0 = time.monotonic()
         two.close()
+        closed_in = time.monotonic() - t0
     assert not any(p.is_alive() for p in procs)
+    assert closed_in < 5.0, f"close took {closed_in:.1f} s"
     two.close()  # twice is fine
+
+
+def _launch_tiny(synth_dir, tp=2):
+    import functools
+
+    from inference.parallel.launch import LaunchSpec, launch
+
+    path = synth_dir("tiny")
+    cfg = ModelConfig.from_file(path / "config.json")
+    return launch(LaunchSpec(cfg, functools.partial(load_weights, path, cfg, dtype=torch.float32), tp, "cpu", 64))
+
+
+def _gone(pid: int) -> bool:
+    """The process has exited (a zombie left unreaped by an orphan's new parent counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.slow
+def test_close_returns_within_seconds_when_a_follower_was_killed_mid_request(synth_dir):
+    runner = _launch_tiny(synth_dir)
+    try:
+        runner.start([5, 6, 7], SamplingParams(max_tokens=8))
+        follower = runner.followers.procs[0]
+        follower.kill()
+        follower.join(timeout=10)
+    finally:
+        t0 = time.monotonic()
+        runner.close()
+    assert time.monotonic() - t0 < 8.0
+    assert not torch.distributed.is_initialized()  # a later group can start in this process
+
+
+@pytest.mark.slow
+def test_followers_exit_within_seconds_when_rank_0_dies(synth_dir, tmp_path):
+    """Rank 0 is a child process here, SIGKILLed while its group idles: its follower must not
+    outlive it (it would hold a GPU forever)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    script = (
+        "import functools, sys, time, torch\n"
+        "from inference.checkpoint import load_weights\n"
+        "from inference.config import ModelConfig\n"
+        "from inference.parallel.launch import LaunchSpec, launch\n"
+        "from pathlib import Path\n"
+        "path = Path(sys.argv[1]); cfg = ModelConfig.from_file(path / 'config.json')\n"
+        "r = launch(LaunchSpec(cfg, functools.partial(load_weights, path, cfg, dtype=torch.float32), 2, 'cpu', 64))\n"
+        "print(r.followers.procs[0].pid, flush=True)\n"
+        "time.sleep(600)\n")
+    rank0 = subprocess.Popen([sys.executable, "-c", script, str(synth_dir("tiny"))], stdout=subprocess.PIPE, text=True)
+    try:
+        follower = int(rank0.stdout.readline())
+        assert not _gone(follower)
+        rank0.send_signal(signal.SIGKILL)
+        rank0.wait(timeout=10)
+        deadline = time.monotonic() + 5.0
+        while not _gone(follower) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _gone(follower), "the follower outlived rank 0"
+    finally:
+        rank0.kill()
+        if "follower" in locals() and not _gone(follower):
+            os.kill(follower, signal.SIGKILL)
 
 
 @pytest.mark.slow
