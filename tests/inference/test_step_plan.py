@@ -364,4 +364,4 @@ def test_a_real_runner_plans_as_the_fakes_assume(weights, tmp_path):
     if gpu.nvrtc and runner.tuning.name == "h200":
         assert (runner.step_plan().attention_kind, runner.step_plan().gemv_kind) == (
             "cuda", "overlap" if weights == "bf16" else "triton")
-    print("\n".join(runner.plan.describe()))
+    print("\n" + "\n".join(runner.plan.describe()))
