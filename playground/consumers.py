@@ -24,7 +24,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
 from . import protocol as p
-from . import records
+from . import records, sessions
 from .limiter import LimitExceeded, TokenBucket, limiter
 from .services import parse_run_request
 
@@ -187,8 +187,8 @@ class GenerateConsumer(AsyncWebsocketConsumer):
             return await self.send_json(p.error(e.message, code=e.code))
         self.run_counted = True
         try:
-            session = self.scope.get("session")
-            run_id = await records.create_run(request, getattr(session, "session_key", None) or "")
+            visitor = sessions.visitor_key(self.scope.get("cookies") or {}) or ""  # the page's cookie
+            run_id = await records.create_run(request, visitor)
         except BaseException:
             self._release_run()
             raise

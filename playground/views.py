@@ -18,6 +18,7 @@ from django.shortcuts import get_object_or_404, render
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
+from . import sessions
 from .models import Playground, Run, WorkerStatus
 from .protocol import MODES, ProtocolError, loads, page_params, parse_turns, sampling_json, text
 from .records import live_workers_since
@@ -26,12 +27,6 @@ from .sparkline import sparkline_points
 
 DEFAULT_CODE = 'def fibonacci(n: int) -> int:\n    """Return the n-th Fibonacci number."""\n'
 HISTORY_LENGTH = 20
-
-
-def _session_key(request) -> str:
-    if not request.session.session_key:
-        request.session.create()
-    return request.session.session_key
 
 
 def _live_workers():
@@ -66,7 +61,7 @@ def _transcript(run: Run) -> dict:
 
 @require_GET
 def editor(request):
-    session_key = _session_key(request)
+    session_key = sessions.visitor_key(request.COOKIES)  # reading the page stores nothing (sessions.py)
     # origin "new" lets the page restore the browser's unsaved draft instead of the default code.
     initial = {"mode": "complete", "code": DEFAULT_CODE, "cursor": None, "instruction": "",
                "params": page_params(), "forked_from": None, "origin": "new"}
@@ -81,7 +76,7 @@ def editor(request):
         run = get_object_or_404(Run, pk=run_pk, session_key=session_key)
         initial = {**_snapshot(run), "forked_from": None, "origin": "run", "transcript": _transcript(run)}
     workers = _live_workers()
-    return render(request, "playground/editor.html", {
+    response = render(request, "playground/editor.html", {
         "initial": initial,
         "workers": workers,
         "random_weights": any(w.random_weights for w in workers),
@@ -89,6 +84,8 @@ def editor(request):
         "infill": not workers or any(((w.info or {}).get("card") or {}).get("fim", True) for w in workers),
         "fork": initial["forked_from"],
     })
+    sessions.issue_key(request, response)
+    return response
 
 
 def _pk(value) -> int | None:
@@ -116,10 +113,10 @@ def save(request):
         return HttpResponseBadRequest(e.message, content_type="text/plain; charset=utf-8")
     cursor = body.get("cursor")
     cursor = cursor if isinstance(cursor, int) and 0 <= cursor <= len(code) else None
-    session_key = _session_key(request)
+    session_key = sessions.visitor_key(request.COOKIES) or ""
     run = None
     run_id = body.get("run_id")
-    if isinstance(run_id, int) and 0 < run_id < 2**63:  # output and stats come from our own record
+    if session_key and isinstance(run_id, int) and 0 < run_id < 2**63:  # output and stats from our own record
         run = Run.objects.filter(pk=run_id, session_key=session_key).first()
     forked_from, slug = None, body.get("forked_from")
     if isinstance(slug, str) and len(slug) <= 32 and slug.isascii():
@@ -150,7 +147,8 @@ def share(request, slug):
 @require_GET
 def history(request):
     """The session's latest runs, optionally of one mode (?mode=) and containing a text (?q=)."""
-    runs = Run.objects.filter(session_key=_session_key(request))
+    key = sessions.visitor_key(request.COOKIES)  # no key, no runs; nothing is stored
+    runs = Run.objects.filter(session_key=key) if key else Run.objects.none()
     mode = request.GET.get("mode", "")
     if mode in MODES:
         runs = runs.filter(mode=mode)

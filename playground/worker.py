@@ -44,7 +44,7 @@ from inference.prompts import Prompt
 from inference.sampling import SamplingParams
 
 from . import protocol as p
-from . import records
+from . import records, sessions
 from .limits import Reliability
 from .models import Run
 
@@ -325,7 +325,7 @@ class Worker:
                 self.early_cancels[msg["run_id"]] = now
 
     async def _heartbeat_loop(self) -> None:
-        beats = 0
+        beats, sessions_cleared = 0, None
         while True:
             await asyncio.sleep(self.heartbeat_s)
             beats += 1
@@ -333,6 +333,9 @@ class Worker:
                 await self.heartbeat()
                 if beats % 10 == 0:
                     await records.sweep(self.rel.lease_s, self._queue_expiry_s(), self.rel.worker_forget_s)
+                if sessions_cleared is None or time.monotonic() - sessions_cleared >= self.rel.session_sweep_s:
+                    sessions_cleared = time.monotonic()
+                    await sessions.clear_expired_async()
             except Exception as e:
                 log.warning("worker %s: heartbeat failed: %s", self.worker_id, e)
 

@@ -16,8 +16,9 @@ XSS = '<script>alert("pwned")</script>'
 
 
 def session_key(client):
+    """The visitor key the editor page hands out (playground/sessions.py)."""
     client.get("/")
-    return client.session.session_key
+    return client.cookies["playground_visitor"].value
 
 
 def save(client, **body):
