@@ -5,6 +5,8 @@ what the client sees (and how soon), the database's final states, and that nothi
 """
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import shutil
 import signal
 import sqlite3
@@ -40,6 +42,7 @@ pytestmark = [pytest.mark.slow]
 
 LONG = {"type": "run", "mode": "complete", "code": "def f():", "params": {"max_tokens": 1500, "seed": 1}}
 SHORT = {"type": "run", "mode": "complete", "code": "def g():", "params": {"max_tokens": 4}}
+FLOOD_SLOWDOWN_BOUND = 3.0  # another client's run under a one-client ping flood, vs alone (2-core CI box)
 
 
 class Redis:
@@ -190,3 +193,51 @@ def test_a_redis_restart_mid_run_tells_every_client_and_loses_nothing_queued(sta
         client.send(SHORT)
         assert client.until(ended, timeout=30)[-1]["type"] == "done"
     assert "Traceback" not in stack.procs.logs(), stack.procs.logs()
+
+
+def flood(port, seconds, source="127.0.0.1"):
+    """One client sends pings as fast as it can for `seconds`; returns (frames sent, replies)."""
+    client = WSClient(port, source=source)
+    frame = b'{"type":"ping"}'
+    mask = b"\x01\x02\x03\x04"
+    one = bytes([0x81, 0x80 | len(frame)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(frame))
+    batch, sent, t_end = one * 500, 0, time.monotonic() + seconds
+    while time.monotonic() < t_end:
+        client.sock.sendall(batch)
+        sent += 500
+    replies = []
+    with contextlib.suppress(TimeoutError, OSError):
+        while True:
+            replies.append(client.recv(timeout=2))
+    client.close()
+    return sent, replies
+
+
+def timed_run(port, source):
+    """Send the same long run from a fresh client; (seconds to `done`, its stats)."""
+    client = WSClient(port, source=source)
+    t0 = time.monotonic()
+    client.send(LONG)
+    end = client.until(ended, timeout=120)[-1]
+    elapsed = time.monotonic() - t0
+    client.close()
+    assert end["type"] == "done", end
+    return elapsed, end["stats"]
+
+
+def test_a_ping_flood_from_one_client_is_throttled_and_barely_slows_another(stack):
+    stack.worker("w1")
+    timed_run(stack.web, "127.0.0.2")  # warm
+    alone, _ = timed_run(stack.web, "127.0.0.2")
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        flooding = pool.submit(flood, stack.web, alone * 1.5)
+        time.sleep(0.2)
+        flooded, _ = timed_run(stack.web, "127.0.0.2")
+        sent, replies = flooding.result()
+    print(f"\nflood: {sent} pings in {alone * 1.5:.1f} s; another client's run {alone:.2f} s alone, "
+          f"{flooded:.2f} s under the flood ({flooded / alone:.2f}x)")
+    errors = [r for r in replies if r["type"] == "error"]
+    pongs = [r for r in replies if r["type"] == "pong"]
+    assert errors and all(e["code"] == "rate_limited" and "too many messages" in e["message"] for e in errors)
+    assert len(pongs) <= 40 + 20 * (alone * 1.5 + 5)  # the bucket: a burst of 40, then 20/s
+    assert flooded < FLOOD_SLOWDOWN_BOUND * alone
