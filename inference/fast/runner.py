@@ -196,19 +196,30 @@ class FastRunner(Runner):
                 rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl,
                              tuning=t)
             self._attention(i, early=overlap, carveout=c)
+            self._before_partial_sum()
             if overlap:  # a Triton gate/up released early would only hold SM slots while it waits
                 head = () if streamed else gate_up_head(layer.gate_up, t.gate_up_l2_prefetch)
                 stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=t.o_budget, early=streamed,
                                             carveout=c, l2_prefetch=head)
             else:
                 gemv_residual(self.attn, layer.o, self.x, pdl=pdl, tuning=t)
+            self._after_partial_sum()
             if streamed:
                 stream.stream_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl,
                                            budget=t.gate_up_budget, carveout=c, skew=self.gate_up_skew)
             else:
                 rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl, tuning=t)
             head = leading_bytes(after, t.down_l2_prefetch) if t.down_l2_prefetch else None
+            self._before_partial_sum()
             gemv_residual(self.h, layer.down, self.x, pdl=pdl, l2_prefetch=head, tuning=t)
+            self._after_partial_sum()
+
+    def _before_partial_sum(self):
+        """Before o_proj and down_proj add into x. Nothing on one GPU; a tensor-parallel rank other than
+        0 zeroes x here (inference.parallel.fast), so that only rank 0's partial sum carries the residual."""
+
+    def _after_partial_sum(self):
+        """After o_proj and down_proj. Nothing on one GPU; a tensor-parallel rank all-reduces x here."""
 
     def _attention(self, i: int, early: bool = False, carveout: int | None = None):
         """Layer i's attention; early, carveout: the CUDA kernel's (release the next kernel at its start;

@@ -1,13 +1,13 @@
 """Start a tensor-parallel group: rank 0 in this process, ranks 1..tp-1 spawned beside it.
 
-    runner = launch(LaunchSpec(cfg, load, tp=2, device="cpu", max_context=256))
+    runner = launch(LaunchSpec(cfg, load, tp=2, device="cpu", max_context=256))  # fast=True: GPU fast ranks
     runner.start(ids, params); runner.step(); ...; runner.close()
 
 `load(device=...)` returns the full `ModelWeights` on a device (a picklable callable, e.g.
 `functools.partial(checkpoint.load_weights, path, cfg, dtype=...)`): every rank loads, keeps its
 shard and frees the rest, so no weights cross process boundaries. Ranks use cuda:rank (NCCL) on
 a GPU, the CPU (gloo) otherwise. Followers are `torch.multiprocessing` spawn processes that
-wait for commands on a queue ("start", "step", "forced", "stop") and run them on their rank;
+wait for commands on a queue (RANK_CALLS, or "stop") and run them on their rank;
 they report "ready" (or the error that stopped them) once loaded.
 
 Shutdown: NCCL's communicator teardown is collective (a rank's destroy waits for its peers'), so
@@ -39,6 +39,7 @@ import torch.multiprocessing as mp
 
 from ..config import ModelConfig
 from ..errors import EngineError
+from ..runner import Runner
 from ..weights import ModelWeights
 from .comm import DistComm, init_group
 from .plan import TPPlan
@@ -49,6 +50,7 @@ NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"
 READY_TIMEOUT_S = 600.0  # loading a checkpoint on every rank
 TEARDOWN_S = 20.0  # leaving the group: long enough for a follower to catch up on queued steps
 EXIT_S = 5.0  # a follower past its teardown: then terminate, then kill
+RANK_CALLS = ("start", "step", "forced_logits", "time_steps")  # what rank 0 asks a follower to run (runner.TPRunner)
 
 
 @dataclass(frozen=True)
@@ -58,8 +60,12 @@ class LaunchSpec:
     tp: int
     device: str = "cpu"  # "cpu" (gloo) or "cuda" (rank r on cuda:r, NCCL)
     max_context: int = 2048
-    timed: bool = False  # DistComm records time inside collectives (bench)
+    timed: bool = False  # DistComm records time inside collectives (bench; reference ranks)
     timeout_s: float = 300.0  # rendezvous and collectives
+    fast: bool = False  # GPU: each rank runs the fast path (fast.FastRankRunner), else the reference
+    attention: str = "auto"  # the fast ranks' kernel choices (FastRunner's attention, gemv, tuning row)
+    gemv: str = "auto"
+    tuning: str = "auto"
 
     @property
     def backend(self) -> str:
@@ -81,7 +87,7 @@ def check_devices(tp: int, device: str) -> None:
         raise EngineError(f"--tp {tp} needs {tp} GPUs, {n} visible")
 
 
-def build_rank(spec: LaunchSpec, rank: int) -> RankRunner:
+def build_rank(spec: LaunchSpec, rank: int) -> Runner:
     """Load, shard and wrap one rank (the process group must exist)."""
     plan = TPPlan(spec.cfg, spec.tp)
     device = spec.rank_device(rank)
@@ -90,7 +96,14 @@ def build_rank(spec: LaunchSpec, rank: int) -> RankRunner:
     del full
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return RankRunner(plan, rank, shard, DistComm(timed=spec.timed), spec.max_context)
+    comm = DistComm(timed=spec.timed)
+    if not spec.fast:
+        return RankRunner(plan, rank, shard, comm, spec.max_context)
+    from kernels import tuning as tuning_table  # imports Triton: GPU ranks only
+
+    from .fast import FastRankRunner
+    return FastRankRunner(plan, rank, shard, comm, spec.max_context, attention=spec.attention, gemv=spec.gemv,
+                          tuning=tuning_table.by_name(spec.tuning, device))
 
 
 class RankGroup:
@@ -103,6 +116,14 @@ class RankGroup:
     def send(self, msg: tuple) -> None:
         for q in self.commands:
             q.put(msg)
+
+    def check(self) -> None:
+        """EngineError if the group was closed or a follower has exited (its collectives would never come)."""
+        if self.closed:
+            raise EngineError("the tensor-parallel group is closed")
+        for p in self.procs:
+            if not p.is_alive():
+                raise EngineError(f"tensor-parallel {p.name} exited (code {p.exitcode}); close the engine")
 
     def close(self) -> None:
         """Stop every follower and leave the group; returns within about TEARDOWN_S + 3 * EXIT_S
@@ -156,6 +177,8 @@ def launch(spec: LaunchSpec) -> TPRunner:
     """Spawn ranks 1..tp-1, join as rank 0, load every shard; EngineError if any rank fails."""
     TPPlan(spec.cfg, spec.tp)  # refuse an uneven split before starting anything
     check_devices(spec.tp, spec.device)
+    if spec.fast and spec.device != "cuda":
+        raise EngineError("the tensor-parallel fast path runs on GPUs (device 'cuda')")
     if dist.is_initialized():
         raise EngineError("a tensor-parallel group is already running in this process (one per process)")
     os.environ.update(NO_MULTICAST)
@@ -227,15 +250,13 @@ def _follower_main(rank: int, spec: LaunchSpec, init_method: str, commands, repl
     code = 0
     try:
         while True:
-            msg = commands.get()
-            if msg[0] == "stop":
+            method, *args = commands.get()
+            if method == "stop":
                 break
-            if msg[0] == "start":
-                runner.start(msg[1], msg[2])
-            elif msg[0] == "forced":
-                runner.forced_logits(msg[1])
-            else:
-                runner.step()
+            if method not in RANK_CALLS:
+                raise ValueError(f"unknown command {method!r}")
+            getattr(runner, method)(*args)
+        getattr(runner, "release", lambda: None)()
     except BaseException as e:  # rank 0 sees its own collective fail or time out
         print(f"tensor-parallel rank {rank}: {type(e).__name__}: {e}", file=sys.stderr)
         code = 1

@@ -1,0 +1,155 @@
+"""One rank's GPU fast path under tensor parallelism: the one-GPU fast path's kernels on the rank's
+shard, the step's reductions inside the same CUDA graph.
+
+`FastRankRunner` is `FastRunner` (inference.fast.runner: fused Triton kernels, one CUDA graph per
+step) built on the rank's shard with the shard's config (`TPPlan.local_cfg`: its heads, FFN slice
+and vocabulary rows), plus three things a split step needs:
+- o_proj and down_proj each leave a partial sum of the layer's output in x; an all-reduce captured
+  in the graph (NCCL) completes it. Rank 0's kernels add into x as on one GPU, so its partial
+  carries the residual; the other ranks zero x first (FastRunner's partial-sum hooks).
+- the LM head gives the rank's vocabulary slice of the logits; the greedy token is a distributed
+  argmax (each rank's best (value, id), one all-gather of two numbers: `Comm.argmax`), fed back
+  by feed_token on every rank, so every rank's graph continues from the same token.
+- prefill, and decode of requests that sample, use a repetition penalty or want logprobs, run the
+  reference rank (`RankRunner`: eager PyTorch with the same collectives) on the same shard and
+  KV cache; only greedy decode runs the graph.
+`time_steps` replays the step back to back with or without its collectives (the bench's
+compute-vs-sync split). GPU only; the CPU tests check the reference rank, the gpu tests of
+tests/inference/test_parallel.py check this against the one-GPU fast path.
+Not here: a fused or overlapped reduction (the all-reduce is NCCL's, between two kernels).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from kernels.feed_token import feed_token
+
+from ..fast.runner import FastRunner
+from ..sampling import SamplingParams
+from ..weights import ModelWeights
+from .comm import Comm
+from .plan import TPPlan
+from .runner import RankRunner
+
+
+class LocalComm(Comm):
+    """No collectives: each rank alone (the timing of a step's compute without its sync)."""
+
+    world = 1
+
+    def all_reduce_(self, t: Tensor) -> Tensor:
+        return t
+
+    def all_gather(self, t: Tensor) -> Tensor:
+        return t
+
+
+class FastRankRunner(FastRunner):
+    name = "tp-cuda-graph"
+
+    def __init__(self, plan: TPPlan, rank: int, shard: ModelWeights, comm: Comm, max_context: int,
+                 attention: str = "auto", gemv: str = "auto", tuning=None, pdl: bool | None = None):
+        self.plan, self.rank, self.comm = plan, rank, comm
+        self.ref = RankRunner(plan, rank, shard, comm, max_context)  # prefill, non-greedy decode
+        super().__init__(plan.local_cfg(), shard, max_context, pdl=pdl, attention=attention, gemv=gemv,
+                         tuning=tuning)
+        self.cache = self.ref.cache  # one KV cache for both paths (the same layout)
+        self.sampler = self.ref.sampler.full  # the request's mode, step and seen tokens (whole vocabulary)
+        self.vocab_start = plan.vocab(rank).start
+        self.graph_decode = False  # the current request decodes with the graph
+
+    # -- the split step, as captured ----------------------------------------------------------
+    def _before_partial_sum(self):
+        if self.rank:
+            self.x.zero_()
+
+    def _after_partial_sum(self):
+        self.comm.all_reduce_(self.x)
+
+    def _fused_step(self) -> bool:
+        return False  # the argmax spans ranks: LM head, then the distributed argmax
+
+    def _step_body(self):
+        self._layers()
+        self._lm_head()
+        token = self.comm.argmax(self.logits, self.vocab_start)
+        feed_token(token, self.token, self.pos, self.w.embed, self.x, ring=self.ring)
+
+    # -- Runner API (every rank runs the same calls in the same order) ------------------------
+    @torch.inference_mode()
+    def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
+        first = self.ref.start(prompt_ids, params)
+        self.seed = self.ref.seed
+        self.logprobs_k = None
+        self.graph_decode = params.greedy and params.repetition_penalty == 1.0 and params.logprobs is None
+        if not self.graph_decode:
+            return first
+        n = len(prompt_ids)
+        self.token.copy_(first)
+        self.pos.fill_(n)
+        self.host_pos = n
+        self._embed()
+        if self.use_graph:  # the graphs of the last and the first step, as FastRunner.start captures them
+            for pos in (n + params.max_tokens - 1, n):
+                self._select_attention(pos)
+                self._graph()
+        return first
+
+    @torch.inference_mode()
+    def step(self) -> Tensor:
+        return super().step() if self.graph_decode else self.ref.step()
+
+    @torch.inference_mode()
+    def forced_logits(self, token: int) -> Tensor:
+        """Teacher forcing (GPU tests): the whole vocabulary's logits [V] float32 after `token`,
+        through the graph's kernels (eagerly) on a greedy request, else the reference rank."""
+        if not self.graph_decode:
+            return self.ref.forced_logits(token)
+        self.token.fill_(token)
+        self._select_attention(self.host_pos)
+        logits = self._forward_token().clone()
+        self.pos.add_(1)
+        self.host_pos += 1
+        return self.comm.all_gather(logits)
+
+    def release(self) -> None:
+        """Drop the captured graphs (they hold NCCL work) before the process group is destroyed."""
+        self.graphs = {}
+
+    @torch.inference_mode()
+    def time_steps(self, pos: int, steps: int, collectives: bool = True) -> float:
+        """Device ms per greedy step over `steps` back-to-back replays of the step graph from position
+        `pos` (pos + steps <= max_context), the request's state restored afterwards. collectives=False
+        replays a graph captured without them (each rank alone: the compute of a step, no sync)."""
+        assert pos + steps <= self.max_context
+        self._select_attention(pos + steps - 1)
+        last = self.attention_kind
+        self._select_attention(pos)
+        assert last == self.attention_kind, "time_steps: the attention kernel changes within these positions"
+        saved = (self.token.clone(), self.pos.clone(), self.x.clone(), self.sampler.step.clone(),
+                 self.sampler.seen.clone())
+        host_pos, comm, graphs, mode = self.host_pos, self.comm, self.graphs, self.graph_decode
+        self.graph_decode = True
+        try:
+            if not collectives:
+                self.comm, self.graphs = LocalComm(), {}
+            graph = self._graph()
+            self.token.fill_(0)
+            self.pos.fill_(pos)
+            self._embed()
+            graph.replay()  # warm
+            self.pos.fill_(pos)
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(steps):
+                graph.replay()
+            b.record()
+            b.synchronize()
+            return a.elapsed_time(b) / steps
+        finally:
+            self.comm, self.graphs, self.graph_decode = comm, graphs, mode
+            self._restore(saved)
+            self.host_pos = host_pos
+            self._select_attention(host_pos)
