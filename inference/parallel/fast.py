@@ -5,8 +5,10 @@ shard, the step's reductions inside the same CUDA graph.
 step) built on the rank's shard with the shard's config (`TPPlan.local_cfg`: its heads, FFN slice
 and vocabulary rows), plus three things a split step needs:
 - o_proj and down_proj each leave a partial sum of the layer's output in x; an all-reduce captured
-  in the graph (NCCL) completes it. Rank 0's kernels add into x as on one GPU, so its partial
-  carries the residual; the other ranks zero x first (FastRunner's partial-sum hooks).
+  in the graph completes it in place (reduce.py: NCCL's, or symmetric memory's one-shot). Rank 0's
+  kernels add into x as on one GPU, so its partial carries the residual; the other ranks zero x
+  first. The layer launches are FastRunner's, bound from its step plan (inference.fast.plan/step);
+  this class only runs them with the reductions between.
 - the LM head gives the rank's vocabulary slice of the logits; the greedy token is a distributed
   argmax (each rank's best (value, id), one all-gather of two numbers: `Comm.argmax`), fed back
   by feed_token on every rank, so every rank's graph continues from the same token.
@@ -16,7 +18,7 @@ and vocabulary rows), plus three things a split step needs:
 `time_steps` replays the step back to back with or without its collectives (the bench's
 compute-vs-sync split). GPU only; the CPU tests check the reference rank, the gpu tests of
 tests/inference/test_parallel.py check this against the one-GPU fast path.
-Not here: a fused or overlapped reduction (the all-reduce is NCCL's, between two kernels).
+Not here: a fused or overlapped reduction (the all-reduce is its own launch between two kernels).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from ..sampling import SamplingParams
 from ..weights import ModelWeights
 from .comm import Comm
 from .plan import TPPlan
+from .reduce import NoReduce, make_reducer
 from .runner import RankRunner
 
 
@@ -50,23 +53,40 @@ class FastRankRunner(FastRunner):
     name = "tp-cuda-graph"
 
     def __init__(self, plan: TPPlan, rank: int, shard: ModelWeights, comm: Comm, max_context: int,
-                 attention: str = "auto", gemv: str = "auto", tuning=None, pdl: bool | None = None):
-        self.plan, self.rank, self.comm = plan, rank, comm
+                 attention: str = "auto", gemv: str = "auto", tuning=None, pdl: bool | None = None,
+                 reduce: str = "nccl"):
+        """plan: the split (FastRunner's own `plan` is its step plan); reduce: the all-reduce in the step
+        (reduce.py: "nccl" or "symm")."""
+        self.tp_plan, self.rank, self.comm = plan, rank, comm
         self.ref = RankRunner(plan, rank, shard, comm, max_context)  # prefill, non-greedy decode
         super().__init__(plan.local_cfg(), shard, max_context, pdl=pdl, attention=attention, gemv=gemv,
                          tuning=tuning)
+        self.reduce_kind = reduce
+        self.reducer = make_reducer(reduce, comm, plan.cfg.hidden_size, self.device)
         self.cache = self.ref.cache  # one KV cache for both paths (the same layout)
+        self._plan(self.plan)  # rebind the launches to that cache
         self.sampler = self.ref.sampler.full  # the request's mode, step and seen tokens (whole vocabulary)
         self.vocab_start = plan.vocab(rank).start
         self.graph_decode = False  # the current request decodes with the graph
 
     # -- the split step, as captured ----------------------------------------------------------
-    def _before_partial_sum(self):
-        if self.rank:
-            self.x.zero_()
-
-    def _after_partial_sum(self):
-        self.comm.all_reduce_(self.x)
+    def _layers(self):
+        """FastRunner's layer launches (the step plan, bound to this shard), each residual-adding GEMV
+        (o_proj, down) leaving a partial sum in x that the reducer completes; ranks other than 0 start
+        those from zero, so only rank 0's partial carries the residual."""
+        partial = self.rank != 0
+        for layer in self.launches.layers:
+            layer.qkv()
+            layer.attention()
+            if partial:
+                self.x.zero_()
+            layer.o_proj()
+            self.reducer(self.x)
+            layer.gate_up()
+            if partial:
+                self.x.zero_()
+            layer.down()
+            self.reducer(self.x)
 
     def _fused_step(self) -> bool:
         return False  # the argmax spans ranks: LM head, then the distributed argmax
@@ -125,16 +145,16 @@ class FastRankRunner(FastRunner):
         replays a graph captured without them (each rank alone: the compute of a step, no sync)."""
         assert pos + steps <= self.max_context
         self._select_attention(pos + steps - 1)
-        last = self.attention_kind
+        last = (self.attention_kind, self.gemv_kind)
         self._select_attention(pos)
-        assert last == self.attention_kind, "time_steps: the attention kernel changes within these positions"
+        assert last == (self.attention_kind, self.gemv_kind), "time_steps: the kernels change within these positions"
         saved = (self.token.clone(), self.pos.clone(), self.x.clone(), self.sampler.step.clone(),
                  self.sampler.seen.clone())
-        host_pos, comm, graphs, mode = self.host_pos, self.comm, self.graphs, self.graph_decode
+        host_pos, comm, reducer, graphs, mode = self.host_pos, self.comm, self.reducer, self.graphs, self.graph_decode
         self.graph_decode = True
         try:
             if not collectives:
-                self.comm, self.graphs = LocalComm(), {}
+                self.comm, self.reducer, self.graphs = LocalComm(), NoReduce(), {}
             graph = self._graph()
             self.token.fill_(0)
             self.pos.fill_(pos)
@@ -149,7 +169,7 @@ class FastRankRunner(FastRunner):
             b.synchronize()
             return a.elapsed_time(b) / steps
         finally:
-            self.comm, self.graphs, self.graph_decode = comm, graphs, mode
+            self.comm, self.reducer, self.graphs, self.graph_decode = comm, reducer, graphs, mode
             self._restore(saved)
             self.host_pos = host_pos
             self._select_attention(host_pos)

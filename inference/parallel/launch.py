@@ -43,6 +43,7 @@ from ..runner import Runner
 from ..weights import ModelWeights
 from .comm import DistComm, init_group
 from .plan import TPPlan
+from .reduce import REDUCERS
 from .runner import RankRunner, TPRunner
 from .shard import shard_weights
 
@@ -66,6 +67,7 @@ class LaunchSpec:
     attention: str = "auto"  # the fast ranks' kernel choices (FastRunner's attention, gemv, tuning row)
     gemv: str = "auto"
     tuning: str = "auto"
+    reduce: str = "nccl"  # the fast ranks' all-reduce (reduce.py: nccl | symm)
 
     @property
     def backend(self) -> str:
@@ -103,7 +105,7 @@ def build_rank(spec: LaunchSpec, rank: int) -> Runner:
 
     from .fast import FastRankRunner
     return FastRankRunner(plan, rank, shard, comm, spec.max_context, attention=spec.attention, gemv=spec.gemv,
-                          tuning=tuning_table.by_name(spec.tuning, device))
+                          tuning=tuning_table.by_name(spec.tuning, device), reduce=spec.reduce)
 
 
 class RankGroup:
@@ -176,9 +178,11 @@ def _free_port() -> int:
 def launch(spec: LaunchSpec) -> TPRunner:
     """Spawn ranks 1..tp-1, join as rank 0, load every shard; EngineError if any rank fails."""
     TPPlan(spec.cfg, spec.tp)  # refuse an uneven split before starting anything
-    check_devices(spec.tp, spec.device)
+    if spec.reduce not in REDUCERS:
+        raise EngineError(f"tensor-parallel reduction must be one of {', '.join(REDUCERS)}, not {spec.reduce!r}")
     if spec.fast and spec.device != "cuda":
         raise EngineError("the tensor-parallel fast path runs on GPUs (device 'cuda')")
+    check_devices(spec.tp, spec.device)
     if dist.is_initialized():
         raise EngineError("a tensor-parallel group is already running in this process (one per process)")
     os.environ.update(NO_MULTICAST)

@@ -36,7 +36,7 @@ class RankRunner(Runner):
     def __init__(self, plan: TPPlan, rank: int, shard: ModelWeights, comm: Comm, max_context: int):
         local = plan.local_cfg()
         self.comm = comm
-        self.cfg, self.plan, self.rank = plan.cfg, plan, rank
+        self.cfg, self.tp_plan, self.rank = plan.cfg, plan, rank
         self.max_context, self.device = max_context, shard.device
         self.w = shard
         self.model = TPModel(local, shard, max_context, comm)
@@ -82,8 +82,8 @@ class TPRunner(Runner):
     def __init__(self, local: Runner, followers):
         self.local, self.followers = local, followers
         self.name = local.name
-        self.cfg, self.max_context, self.device = local.plan.cfg, local.max_context, local.device
-        self.tp = local.plan.tp
+        self.cfg, self.max_context, self.device = local.tp_plan.cfg, local.max_context, local.device
+        self.tp = local.tp_plan.tp
         self.w, self.cache = local.w, local.cache  # rank 0's shard: bytes each GPU reads per token
         self.pdl = getattr(local, "pdl", False)  # inference.bench reports it
         for name in ("tuning", "attention_mode", "gemv_mode"):  # the fast rank's kernel choices (engine info)

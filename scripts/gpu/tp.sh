@@ -3,8 +3,9 @@
 # tests/inference/test_parallel.py (each alone, under a hard timeout, with faulthandler tracebacks
 # if it hangs), the all-reduce latency at decode sizes, and inference.bench on the 1.5B and 3B
 # shapes at TP=1 (one-GPU fast path) and TP=2 (fast ranks: greedy decode in one CUDA graph per
-# rank with NCCL all-reduces; the split into compute and sync). Steps run in priority order and are
-# skipped (said so in the table) once the time budget is spent. On one GPU the TP=2 steps skip.
+# rank with NCCL or symmetric-memory all-reduces; the split into compute and sync). Steps run in
+# priority order and are skipped (said so in the table) once the time budget is spent. On one GPU
+# the TP=2 steps skip.
 # $MODEL is not needed (random weights of each shape). Logs under $OUT/tp/, a table last.
 # env: OUT (default out), BUDGET (seconds, default 290), TOKENS (bench tokens, default 256)
 set -uo pipefail
@@ -35,18 +36,22 @@ step() {
   echo "$name rc=$rc $((SECONDS - t0)) s"
 }
 T="python -m pytest -q -x -s -p no:randomly -o faulthandler_timeout=150 tests/inference/test_parallel.py::"
-bench() {  # bench SHAPE TP
-  step "bench-$1-tp$2" 100 "$2" python -m inference.bench --shape "$1" --tp "$2" --tokens "$TOKENS" --repeats 2 \
-    --ttft 128 --json "$OUT/bench-$1-tp$2.json"
+bench() {  # bench SHAPE TP [REDUCE]
+  step "bench-$1-tp$2${3:+-$3}" 100 "$2" python -m inference.bench --shape "$1" --tp "$2" --tp-reduce "${3:-nccl}" \
+    --tokens "$TOKENS" --repeats 2 --ttft 128 --json "$OUT/bench-$1-tp$2${3:+-$3}.json"
 }
+F=test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path
 
-step test-fast-1.5b 170 2 $T"test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path[qwen2.5-coder-1.5b]"
-bench qwen2.5-coder-1.5b 2
+step test-fast-1.5b-nccl 170 2 $T"$F[qwen2.5-coder-1.5b-nccl]"
+bench qwen2.5-coder-1.5b 2 nccl
 bench qwen2.5-coder-1.5b 1
+step test-fast-1.5b-symm 150 2 $T"$F[qwen2.5-coder-1.5b-symm]"
+bench qwen2.5-coder-1.5b 2 symm
 step allreduce 60 2 python -m inference.parallel.allreduce_bench --tp 2 --sizes 1536,2048 --iters 200 --symm-mem
-bench qwen2.5-coder-3b 2
 bench qwen2.5-coder-3b 1
-step test-fast-qwen3 150 2 $T"test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path[qwen3-1.7b]"
+bench qwen2.5-coder-3b 2 nccl
+bench qwen2.5-coder-3b 2 symm
+step test-fast-qwen3 150 2 $T"$F[qwen3-1.7b-nccl]"
 step test-reference-1.5b 150 2 $T"test_nccl_tp_matches_the_single_gpu_paths[2-qwen2.5-coder-1.5b]"
 step test-one-rank 100 1 $T"test_a_one_rank_nccl_group_on_one_gpu_generates_the_reference_tokens"
 
@@ -62,7 +67,8 @@ for f in sorted(Path(sys.argv[1]).glob("bench-*.json")):
     d = run["decode"][0]
     split = (f"{d['compute_ms_per_token']:.3f} / {d['sync_ms_per_token']:.3f} ({d['sync_us_per_collective']:.1f} us x "
              f"{d['collectives_per_token']})" if "sync_ms_per_token" in d else "-")
-    rows.append(f"| {r['shape']} | {r['tp']} | {run['runner']} | {d['tok_s']:.0f} | {d['ms_per_token']:.3f} | {split} | "
+    ranks = run["runner"] + (f" ({run['tp_reduce']})" if run.get("tp_reduce") else "")
+    rows.append(f"| {r['shape']} | {r['tp']} | {ranks} | {d['tok_s']:.0f} | {d['ms_per_token']:.3f} | {split} | "
                 f"{run['sampled_decode']['tok_s']:.0f} | {r['gpu']} |")
 print("\n| shape | tp | ranks | greedy tok/s @512 | ms/token | compute / sync ms/token | sampled tok/s | GPU |")
 print("|---|---:|---|---:|---:|---|---:|---|")

@@ -210,6 +210,35 @@ def test_every_rank_generates_the_tokens_of_the_unsplit_reference(models, one_th
         assert got == [want] * tp, mode
 
 
+# ---- the fast rank's layer loop (its launches recorded on CPU; the kernels run in the gpu tests) ----
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_a_fast_rank_reduces_after_o_proj_and_down_and_only_rank_0_keeps_the_residual(rank):
+    """Each launch logs the sum of x it sees; the fake all-reduce writes 10 into every element of x."""
+    from types import SimpleNamespace
+
+    from inference.fast.step import LayerLaunches
+    from inference.parallel.fast import FastRankRunner
+
+    log, x = [], torch.ones(4)
+
+    def launch(name):
+        return lambda: log.append((name, x.sum().item()))
+
+    def all_reduce(t):
+        log.append(("all-reduce", t.sum().item()))
+        t.fill_(10.0)
+
+    layers = [LayerLaunches(*(launch(n) for n in ("qkv", "attention", "o_proj", "gate_up", "down"))) for _ in range(2)]
+    fake = SimpleNamespace(rank=rank, x=x, launches=SimpleNamespace(layers=layers), reducer=all_reduce)
+    FastRankRunner._layers(fake)
+    keep = 1.0 if rank == 0 else 0.0  # o_proj and down add onto the stream on rank 0, onto zeros elsewhere
+    assert log == [("qkv", 4.0), ("attention", 4.0), ("o_proj", 4.0 * keep), ("all-reduce", 4.0 * keep),
+                   ("gate_up", 40.0), ("down", 40.0 * keep), ("all-reduce", 40.0 * keep),
+                   ("qkv", 40.0), ("attention", 40.0), ("o_proj", 40.0 * keep), ("all-reduce", 40.0 * keep),
+                   ("gate_up", 40.0), ("down", 40.0 * keep), ("all-reduce", 40.0 * keep)]
+
+
 # ---- two processes over gloo behind the Engine ----------------------------------------------------
 
 def tokens_and_stats(engine, prompt, n=16, **kw):
@@ -357,6 +386,8 @@ def test_the_fast_ranks_refuse_the_cpu_before_starting_any_process(synth_dir):
     cfg = ModelConfig.from_file(path / "config.json")
     with pytest.raises(EngineError, match="fast path runs on GPUs"):
         launch(LaunchSpec(cfg, None, 2, "cpu", 64, fast=True))
+    with pytest.raises(EngineError, match="reduction must be one of nccl, symm"):
+        launch(LaunchSpec(cfg, None, 2, "cuda", 64, fast=True, reduce="ring"))
     assert not torch.distributed.is_initialized()
 
 
@@ -421,9 +452,10 @@ def test_nccl_tp_matches_the_single_gpu_paths(tmp_path, shape, tp):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
-@pytest.mark.parametrize("shape", ["qwen2.5-coder-1.5b", "qwen3-1.7b"])
-def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path(tmp_path, shape):
-    """TP=2 fast ranks, bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
+@pytest.mark.parametrize("shape, reduce", [("qwen2.5-coder-1.5b", "nccl"), ("qwen2.5-coder-1.5b", "symm"),
+                                           ("qwen3-1.7b", "nccl")])
+def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path(tmp_path, shape, reduce):
+    """TP=2 fast ranks (NCCL or symmetric-memory all-reduce), bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
     all-reduces + distributed argmax, captured) generates exactly the greedy tokens that the same
     kernels launched eagerly pick, token by token (teacher-forced on the graph's own tokens).
     (2) Teacher-forced over 128 positions against the one-GPU fast path: the bars the fast path's
@@ -439,9 +471,10 @@ def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_
     ids = torch.randint(0, 30000, (160,), generator=g).tolist()
     prompt, forced = ids[:32], ids[32:]
     one = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512)
-    two = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512, tp=2)
+    two = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512, tp=2, tp_reduce=reduce)
     try:
         assert (two.info["runner"], two.info["fast_path"], two.info["tp"]) == ("tp-cuda-graph", True, 2)
+        assert two.info["tp_reduce"] == reduce
         greedy = SamplingParams(max_tokens=256)
         got = tokens_and_stats(two, Prompt.from_ids(prompt), n=64)[0]
         assert len(got) == 64
@@ -458,7 +491,7 @@ def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_
         top1 = (a.argmax(-1) == b.argmax(-1)).float().mean().item()
         rel = ((b - a).norm() / a.norm()).item()
         with_sync, alone = two.runner.time_steps(64, 32, True), two.runner.time_steps(64, 32, False)
-        print(f"{shape} tp=2 fast ranks: greedy tokens equal to the one-GPU fast path's for {same} of 64; "
+        print(f"{shape} tp=2 fast ranks ({reduce}): greedy tokens equal to the one-GPU fast path's for {same} of 64; "
               f"teacher-forced top-1 {top1:.4f}, rel err {rel:.2e}; step {with_sync:.3f} ms, "
               f"without collectives {alone:.3f} ms")
         assert top1 >= 0.98 and rel <= 2e-2
