@@ -134,6 +134,10 @@ class FastRankRunner(FastRunner):
         self.host_pos += 1
         return self.comm.all_gather(logits)
 
+    def use_pdl(self, on: bool) -> None:
+        """Launch with programmatic dependent launch or not (FastRunner.pdl: rebinds, drops graphs)."""
+        self.pdl = on
+
     def release(self) -> None:
         """Drop the captured graphs (they hold NCCL work) before the process group is destroyed."""
         self.graphs = {}

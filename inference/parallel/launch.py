@@ -23,6 +23,7 @@ One group per process (torch.distributed's default group).
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import os
 import queue
 import socket
@@ -51,7 +52,7 @@ NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"
 READY_TIMEOUT_S = 600.0  # loading a checkpoint on every rank
 TEARDOWN_S = 20.0  # leaving the group: long enough for a follower to catch up on queued steps
 EXIT_S = 5.0  # a follower past its teardown: then terminate, then kill
-RANK_CALLS = ("start", "step", "forced_logits", "time_steps")  # what rank 0 asks a follower to run (runner.TPRunner)
+RANK_CALLS = ("start", "step", "forced_logits", "time_steps", "use_pdl")  # what rank 0 asks a follower to run (runner.TPRunner)
 
 
 @dataclass(frozen=True)
@@ -227,9 +228,12 @@ def _wait_ready(procs: list, replies) -> None:
         raise EngineError(f"tensor-parallel ranks not ready after {READY_TIMEOUT_S:.0f} s: {', '.join(waiting)}")
 
 
-def _exit_with_parent(parent) -> None:
-    """Watchdog thread of a follower: exit the moment rank 0's process is gone."""
+def _exit_with_parent(parent, rank: int) -> None:
+    """Watchdog thread of a follower: exit the moment rank 0's process is gone, saying where this rank was
+    (a hung collective shows up here when the test or bench around rank 0 is killed)."""
     wait_any([parent.sentinel])
+    print(f"tensor-parallel rank {rank}: rank 0's process is gone; exiting. Where this rank was:", file=sys.stderr)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
     os._exit(1)
 
 
@@ -237,7 +241,7 @@ def _follower_main(rank: int, spec: LaunchSpec, init_method: str, commands, repl
     """A follower process: join the group, load the shard, then run rank 0's commands until "stop"."""
     parent = mp.parent_process()
     if parent is not None:
-        threading.Thread(target=_exit_with_parent, args=(parent,), name="tp-parent-watch", daemon=True).start()
+        threading.Thread(target=_exit_with_parent, args=(parent, rank), name="tp-parent-watch", daemon=True).start()
     try:
         if spec.device == "cpu":
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.tp))

@@ -65,6 +65,9 @@ class RankRunner(Runner):
         self.last = self.sampler(logits[0])
         return self.last
 
+    def use_pdl(self, on: bool) -> None:
+        """Nothing to switch: the reference rank launches no PDL kernels."""
+
     @torch.inference_mode()
     def forced_logits(self, token: int) -> Tensor:
         """Teacher forcing (GPU tests): decode `token` at the next position -> the whole vocabulary's
@@ -85,7 +88,6 @@ class TPRunner(Runner):
         self.cfg, self.max_context, self.device = local.tp_plan.cfg, local.max_context, local.device
         self.tp = local.tp_plan.tp
         self.w, self.cache = local.w, local.cache  # rank 0's shard: bytes each GPU reads per token
-        self.pdl = getattr(local, "pdl", False)  # inference.bench reports it
         for name in ("tuning", "attention_mode", "gemv_mode"):  # the fast rank's kernel choices (engine info)
             if hasattr(local, name):
                 setattr(self, name, getattr(local, name))
@@ -97,6 +99,16 @@ class TPRunner(Runner):
     @property
     def comm(self) -> Comm:
         return self.local.comm
+
+    @property
+    def pdl(self) -> bool:
+        """Whether the ranks' kernels launch with programmatic dependent launch (fast ranks; bench reports it)."""
+        return getattr(self.local, "pdl", False)
+
+    @pdl.setter
+    def pdl(self, on: bool) -> None:
+        """The bench's --no-pdl, on every rank."""
+        self._all("use_pdl", bool(on))
 
     def _all(self, method: str, *args):
         """Run `method(*args)` on every rank: sent to the followers first, then run here."""

@@ -54,6 +54,8 @@ bench qwen2.5-coder-3b 2 symm
 step test-fast-qwen3 150 2 $T"$F[qwen3-1.7b-nccl]"
 step test-reference-1.5b 150 2 $T"test_nccl_tp_matches_the_single_gpu_paths[2-qwen2.5-coder-1.5b]"
 step test-one-rank 100 1 $T"test_a_one_rank_nccl_group_on_one_gpu_generates_the_reference_tokens"
+step bench-qwen2.5-coder-1.5b-tp2-nccl-nopdl 100 2 python -m inference.bench --shape qwen2.5-coder-1.5b --tp 2 \
+  --no-pdl --tokens "$TOKENS" --repeats 2 --ttft 128 --json "$OUT/bench-qwen2.5-coder-1.5b-tp2-nccl-nopdl.json"
 
 grep -h "tp=2 fast ranks\|teacher-forced" "$OUT"/test-*.log 2>/dev/null | cut -c1-240
 grep -h -A4 "^all-reduce" "$OUT/allreduce.log" 2>/dev/null
@@ -67,7 +69,7 @@ for f in sorted(Path(sys.argv[1]).glob("bench-*.json")):
     d = run["decode"][0]
     split = (f"{d['compute_ms_per_token']:.3f} / {d['sync_ms_per_token']:.3f} ({d['sync_us_per_collective']:.1f} us x "
              f"{d['collectives_per_token']})" if "sync_ms_per_token" in d else "-")
-    ranks = run["runner"] + (f" ({run['tp_reduce']})" if run.get("tp_reduce") else "")
+    ranks = run["runner"] + (f" ({run['tp_reduce']})" if run.get("tp_reduce") else "") + ("" if run["pdl"] else ", no PDL")
     rows.append(f"| {r['shape']} | {r['tp']} | {ranks} | {d['tok_s']:.0f} | {d['ms_per_token']:.3f} | {split} | "
                 f"{run['sampled_decode']['tok_s']:.0f} | {r['gpu']} |")
 print("\n| shape | tp | ranks | greedy tok/s @512 | ms/token | compute / sync ms/token | sampled tok/s | GPU |")

@@ -266,6 +266,9 @@ def test_engine_tp2_over_gloo_generates_what_tp1_generates_and_close_stops_the_r
         # No seed given: rank 0 picks one for every rank and reports it; TP=1 with that seed agrees.
         got, stats = tokens_and_stats(two, "x = ", temperature=1.0)
         assert got == tokens_and_stats(one, "x = ", temperature=1.0, seed=stats.seed)[0]
+        # The bench's --no-pdl reaches every rank (nothing to switch on reference ranks), which go on in step.
+        assert two.runner.pdl is False
+        two.runner.pdl = False
         # Teacher forcing (the GPU tests' tool) reaches every rank: the whole vocabulary's logits.
         cfg, prompt, forced = two.cfg, [5, 6, 7, 8, 9], [11, 12, 13]
         model, cache = ReferenceModel(cfg, load_weights(path, cfg), 64), KVCache(cfg, 64, "cpu", torch.float32)
