@@ -29,6 +29,7 @@ from torch import Tensor
 from kernels.feed_token import feed_token
 
 from ..fast.runner import FastRunner
+from ..fast.step import LayerLaunches, bind_step
 from ..sampling import SamplingParams
 from ..weights import ModelWeights
 from .comm import Comm
@@ -49,6 +50,16 @@ class LocalComm(Comm):
         return t
 
 
+class _WithX:
+    """A runner's state with another residual buffer: what bind_step reads, x replaced."""
+
+    def __init__(self, runner, x: Tensor):
+        self._runner, self.x = runner, x
+
+    def __getattr__(self, name):
+        return getattr(self._runner, name)
+
+
 class FastRankRunner(FastRunner):
     name = "tp-cuda-graph"
 
@@ -63,30 +74,54 @@ class FastRankRunner(FastRunner):
                          tuning=tuning)
         self.reduce_kind = reduce
         self.reducer = make_reducer(reduce, comm, plan.cfg.hidden_size, self.device)
+        # x, and where the attention half's all-reduce leaves its sum for the MLP half: x itself (NCCL, in
+        # place), or the second of the reducer's two symmetric buffers (x is the first).
+        self.x, self.x_mlp = self.reducer.buffers or (self.x, self.x)
         self.cache = self.ref.cache  # one KV cache for both paths (the same layout)
-        self._plan(self.plan)  # rebind the launches to that cache
+        self._plan(self.plan)  # rebind the launches to that cache and x
         self.sampler = self.ref.sampler.full  # the request's mode, step and seen tokens (whole vocabulary)
         self.vocab_start = plan.vocab(rank).start
         self.graph_decode = False  # the current request decodes with the graph
 
     # -- the split step, as captured ----------------------------------------------------------
+    def _plan(self, plan) -> None:
+        self._layer_launches: dict[tuple[str, str], list[LayerLaunches]] = {}
+        super()._plan(plan)
+
+    def _select_attention(self, pos: int) -> None:
+        """FastRunner's choice and binding of the step's launches, plus the layer launches this rank runs:
+        with x_mlp apart from x, gate/up and down bound to x_mlp (a second binding of the same plan)."""
+        super()._select_attention(pos)
+        if getattr(self, "x_mlp", self.x) is self.x:
+            self.layer_launches = self.launches.layers
+            return
+        p = self.layer_plan
+        key = (p.attention_kind, p.gemv_kind)
+        if key not in self._layer_launches:
+            mlp = bind_step(p, _WithX(self, self.x_mlp), self.workspaces[p.attention_kind]).layers
+            self._layer_launches[key] = [LayerLaunches(a.qkv, a.attention, a.o_proj, b.gate_up, b.down)
+                                         for a, b in zip(self.launches.layers, mlp)]
+        self.layer_launches = self._layer_launches[key]
+
     def _layers(self):
         """FastRunner's layer launches (the step plan, bound to this shard), each residual-adding GEMV
-        (o_proj, down) leaving a partial sum in x that the reducer completes; ranks other than 0 start
-        those from zero, so only rank 0's partial carries the residual."""
+        (o_proj into x, down into x_mlp) leaving a partial sum that the reducer completes into the buffer
+        the next half reads (x_mlp, then x); ranks other than 0 start those GEMVs from zero, so only rank
+        0's partial carries the residual."""
         partial = self.rank != 0
-        for layer in self.launches.layers:
+        x, x_mlp = self.x, self.x_mlp
+        for layer in self.layer_launches:
             layer.qkv()
             layer.attention()
             if partial:
-                self.x.zero_()
+                x.zero_()
             layer.o_proj()
-            self.reducer(self.x)
+            self.reducer(x, x_mlp)
             layer.gate_up()
             if partial:
-                self.x.zero_()
+                x_mlp.zero_()
             layer.down()
-            self.reducer(self.x)
+            self.reducer(x_mlp, x)
 
     def _fused_step(self) -> bool:
         return False  # the argmax spans ranks: LM head, then the distributed argmax

@@ -1,16 +1,18 @@
-"""The fast ranks' all-reduce of the residual stream x inside the captured step, in place.
+"""The fast ranks' all-reduce of the residual stream inside the captured step.
 
     reducer = make_reducer("nccl" | "symm", comm, hidden_size, device)
-    reducer(x)          # after o_proj and after down_proj: x now holds the sum over ranks
+    reducer.buffers     # None, or the two buffers the residual stream must live in (x, x_mlp)
+    reducer(src, dst)   # after o_proj (x -> x_mlp) and after down_proj (x_mlp -> x): dst = sum over ranks
 
-"nccl": torch.distributed's all_reduce (NCCL; capturable in a CUDA graph).
-"symm": PyTorch symmetric memory's one-shot all-reduce: x is copied into this rank's symmetric buffer,
-then every rank reads every peer's buffer over NVLink and sums them in rank order (so every rank gets
-the same bits) back into x. Two buffers, used in turn by successive reductions: a rank writes a buffer
-again only two reductions later, after every peer has entered the reduction in between (the one-shot's
-start barrier), i.e. finished reading it, whatever the op's own end-of-kernel synchronisation.
+"nccl": torch.distributed's all_reduce in place (src is dst; NCCL; capturable in a CUDA graph).
+"symm": PyTorch symmetric memory's one-shot all-reduce: every rank reads every peer's src over NVLink
+and sums them in rank order (so every rank gets the same bits) into its dst. src and dst are the
+reducer's two symmetric buffers, so no copy is needed: the attention half of a layer works in x, the
+MLP half in x_mlp. A rank writes a buffer (as a sum, or as a GEMV's output) only after every peer has
+entered a later reduction than the one that read it (the one-shot's start barrier), whatever the op's
+own end-of-kernel synchronisation.
 No multicast (the launcher's environment turns it off; the multimem ops are never called).
-NoReduce: no collective (each rank alone: the bench's compute-only step).
+NoReduce: no collective (each rank alone: the bench's compute-only step; dst is left as it is).
 """
 
 from __future__ import annotations
@@ -24,16 +26,21 @@ REDUCERS = ("nccl", "symm")
 
 
 class NoReduce:
-    def __call__(self, x: Tensor) -> None:
+    buffers = None
+
+    def __call__(self, src: Tensor, dst: Tensor) -> None:
         pass
 
 
 class NcclReduce:
+    buffers = None
+
     def __init__(self, comm: Comm):
         self.comm = comm
 
-    def __call__(self, x: Tensor) -> None:
-        self.comm.all_reduce_(x)
+    def __call__(self, src: Tensor, dst: Tensor) -> None:
+        assert src is dst, "NCCL reduces in place"
+        self.comm.all_reduce_(src)
 
 
 class SymmReduce:
@@ -42,18 +49,16 @@ class SymmReduce:
         import torch.distributed._symmetric_memory as symm_mem
 
         self.group = dist.group.WORLD.group_name
-        self.bufs = []
+        bufs = []
         for _ in range(2):  # collective: every rank allocates and exchanges handles in the same order
             buf = symm_mem.empty(hidden_size, dtype=torch.float32, device=device).zero_()
             symm_mem.rendezvous(buf, self.group)
-            self.bufs.append(buf)
-        self.calls = 0  # which buffer the next reduction uses (an even number per step: the same each step)
+            bufs.append(buf)
+        self.buffers = tuple(bufs)
 
-    def __call__(self, x: Tensor) -> None:
-        buf = self.bufs[self.calls % 2]
-        self.calls += 1
-        buf.copy_(x)
-        torch.ops.symm_mem.one_shot_all_reduce_out(buf, "sum", self.group, x)
+    def __call__(self, src: Tensor, dst: Tensor) -> None:
+        assert src is not dst and {id(src), id(dst)} == {id(b) for b in self.buffers}
+        torch.ops.symm_mem.one_shot_all_reduce_out(src, "sum", self.group, dst)
 
 
 def make_reducer(kind: str, comm: Comm, hidden_size: int, device: torch.device):

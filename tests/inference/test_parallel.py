@@ -213,30 +213,36 @@ def test_every_rank_generates_the_tokens_of_the_unsplit_reference(models, one_th
 # ---- the fast rank's layer loop (its launches recorded on CPU; the kernels run in the gpu tests) ----
 
 @pytest.mark.parametrize("rank", [0, 1])
-def test_a_fast_rank_reduces_after_o_proj_and_down_and_only_rank_0_keeps_the_residual(rank):
-    """Each launch logs the sum of x it sees; the fake all-reduce writes 10 into every element of x."""
+@pytest.mark.parametrize("two_buffers", [False, True], ids=["nccl-in-place", "symm-two-buffers"])
+def test_a_fast_rank_reduces_after_o_proj_and_down_and_only_rank_0_keeps_the_residual(rank, two_buffers):
+    """Each launch logs the sum of the buffer it works on; the fake all-reduce writes 10 into every
+    element of its destination (NCCL: x in place; symmetric memory: x -> x_mlp after attention,
+    x_mlp -> x after the MLP, so the MLP launches work on x_mlp)."""
     from types import SimpleNamespace
 
     from inference.fast.step import LayerLaunches
     from inference.parallel.fast import FastRankRunner
 
     log, x = [], torch.ones(4)
+    x_mlp = torch.full((4,), 7.0) if two_buffers else x
 
-    def launch(name):
-        return lambda: log.append((name, x.sum().item()))
+    def launch(name, buf):
+        return lambda: log.append((name, buf.sum().item()))
 
-    def all_reduce(t):
-        log.append(("all-reduce", t.sum().item()))
-        t.fill_(10.0)
+    def all_reduce(src, dst):
+        log.append(("all-reduce", src.sum().item()))
+        dst.fill_(10.0)
 
-    layers = [LayerLaunches(*(launch(n) for n in ("qkv", "attention", "o_proj", "gate_up", "down"))) for _ in range(2)]
-    fake = SimpleNamespace(rank=rank, x=x, launches=SimpleNamespace(layers=layers), reducer=all_reduce)
+    layers = [LayerLaunches(launch("qkv", x), launch("attention", x), launch("o_proj", x), launch("gate_up", x_mlp),
+                            launch("down", x_mlp)) for _ in range(2)]
+    fake = SimpleNamespace(rank=rank, x=x, x_mlp=x_mlp, layer_launches=layers, reducer=all_reduce)
     FastRankRunner._layers(fake)
     keep = 1.0 if rank == 0 else 0.0  # o_proj and down add onto the stream on rank 0, onto zeros elsewhere
     assert log == [("qkv", 4.0), ("attention", 4.0), ("o_proj", 4.0 * keep), ("all-reduce", 4.0 * keep),
                    ("gate_up", 40.0), ("down", 40.0 * keep), ("all-reduce", 40.0 * keep),
                    ("qkv", 40.0), ("attention", 40.0), ("o_proj", 40.0 * keep), ("all-reduce", 40.0 * keep),
                    ("gate_up", 40.0), ("down", 40.0 * keep), ("all-reduce", 40.0 * keep)]
+    assert torch.equal(x, torch.full((4,), 10.0))  # the step ends with the sum in x, where the LM head reads
 
 
 # ---- two processes over gloo behind the Engine ----------------------------------------------------
