@@ -2,8 +2,8 @@
 # Tensor-parallel measurements for a machine with 2 or 4 GPUs of one host (NVLink); not for one GPU.
 # In one call: the multi-GPU tests (NCCL vs the single-GPU paths), the all-reduce latency at decode
 # sizes (NCCL eager / in a CUDA graph / symmetric-memory one-shot), and inference.bench on the 1.5B
-# and 3B shapes at TP=1 (the single-GPU fast path) and TP=2, 4 (the tensor-parallel reference path,
-# with its per-token compute vs sync split). Logs and JSON under $OUT/tp/, a table last.
+# and 3B shapes at TP=1 (the single-GPU fast path) and TP=2, 4 (the fast ranks for greedy decode,
+# with their per-token compute vs sync split). Logs and JSON under $OUT/tp/, a table last.
 # Usage: bash scripts/tp_bench.sh        env: OUT (default out), TOKENS (256), SHAPES, TPS
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,7 +47,7 @@ print("|---|---:|---|---:|---:|---:|---:|---:|")
 for f in sorted(glob.glob(f"{out}/bench_*.json")):
     r = json.load(open(f)); d = r["runs"][0]["decode"][0]; tp = r.get("tp", 1)
     cell = lambda k, p: f"{d[k]:.{p}f}" if k in d else "-"
-    print(f"| {r['shape']} | {tp} | {'fast (1 GPU)' if tp == 1 else 'TP reference'} | {d['tok_s']:.0f} "
+    print(f"| {r['shape']} | {tp} | {r['runs'][0].get('runner', '-')} | {d['tok_s']:.0f} "
           f"| {d['ms_per_token']:.3f} | {cell('compute_ms_per_token', 3)} | {cell('sync_ms_per_token', 3)} "
           f"| {cell('sync_us_per_collective', 1)} |")
 print("\n| all-reduce | bytes | NCCL eager us | NCCL graph us | symm-mem one-shot graph us |")
