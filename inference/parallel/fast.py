@@ -4,11 +4,12 @@ shard, the step's reductions inside the same CUDA graph.
 `FastRankRunner` is `FastRunner` (inference.fast.runner: fused Triton kernels, one CUDA graph per
 step) built on the rank's shard with the shard's config (`TPPlan.local_cfg`: its heads, FFN slice
 and vocabulary rows), plus three things a split step needs:
-- o_proj and down_proj each leave a partial sum of the layer's output in x; an all-reduce captured
-  in the graph completes it in place (reduce.py: NCCL's, or symmetric memory's one-shot). Rank 0's
-  kernels add into x as on one GPU, so its partial carries the residual; the other ranks zero x
-  first. The layer launches are FastRunner's, bound from its step plan (inference.fast.plan/step);
-  this class only runs them with the reductions between.
+- o_proj and down_proj each leave a partial sum of the layer's output in the residual buffer; an
+  all-reduce captured in the graph completes it (reduce.py: NCCL's in place, or symmetric memory's
+  one-shot into the other of two buffers: then a layer's attention half works in x, its MLP half in
+  x_mlp). Rank 0's kernels add onto the stream as on one GPU, so its partial carries the residual;
+  the other ranks zero the buffer first. The layer launches are FastRunner's, bound from its step
+  plan (inference.fast.plan/step); this class runs them with the reductions between.
 - the LM head gives the rank's vocabulary slice of the logits; the greedy token is a distributed
   argmax (each rank's best (value, id), one all-gather of two numbers: `Comm.argmax`), fed back
   by feed_token on every rank, so every rank's graph continues from the same token.
