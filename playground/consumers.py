@@ -54,6 +54,7 @@ class GenerateConsumer(AsyncWebsocketConsumer):
         limits = settings.PLAYGROUND_CLIENT_LIMITS
         self.limiter, self.client = limiter(limits), (self.scope.get("client") or ["?"])[0]
         self.bucket, self.slow_down_told = TokenBucket(limits.messages_per_s, limits.burst), 0.0
+        self.dropped, self.dropped_at, self.flood_closed = 0, 0.0, False  # dropped frames without a 1 s pause
         self.socket_counted = self.run_counted = False
         await self.accept()
         try:
@@ -61,7 +62,7 @@ class GenerateConsumer(AsyncWebsocketConsumer):
             self.socket_counted = True
         except LimitExceeded as e:
             await self.send_json(p.error(e.message, code=e.code))
-            await self.close(code=1008)
+            await self.close(code=p.CLOSE_LIMIT)
 
     async def disconnect(self, code):
         self._end_watch()
@@ -143,11 +144,21 @@ class GenerateConsumer(AsyncWebsocketConsumer):
 
     # -- browser -> server ---------------------------------------------------------------
     async def receive(self, text_data=None, bytes_data=None):
-        if not self.bucket.take():  # a flood: drop it, say so at most once a second
+        if self.flood_closed:  # what was in flight when we closed: ignored at no cost
+            return
+        if not self.bucket.take():  # too fast: drop it, say so at most once a second
             now = time.monotonic()
+            limits = settings.PLAYGROUND_CLIENT_LIMITS
+            self.dropped = self.dropped + 1 if now - self.dropped_at < 1.0 else 1
+            self.dropped_at = now
+            if self.dropped >= limits.flood_close_after:  # a flood: every frame costs the server; stop reading
+                self.flood_closed = True
+                log.warning("consumer: closing a flooding socket from %s", self.client)
+                await self.send_json(p.error(f"too many messages (at most {limits.messages_per_s:g}/s): "
+                                             "closing this connection", code="flood"))
+                return await self.close(code=p.CLOSE_LIMIT)
             if now - self.slow_down_told >= 1.0:
                 self.slow_down_told = now
-                limits = settings.PLAYGROUND_CLIENT_LIMITS
                 await self.send_json(p.error(f"too many messages (at most {limits.messages_per_s:g}/s); "
                                              "some were dropped", code="rate_limited"))
             return

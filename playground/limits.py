@@ -31,3 +31,4 @@ class ClientLimits:
     runs_per_minute: int = 30
     messages_per_s: float = 20.0  # sustained frames per socket (bursts up to `burst`)
     burst: int = 40
+    flood_close_after: int = 200  # frames dropped with no 1 s pause: the socket is closed (4008)

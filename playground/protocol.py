@@ -233,6 +233,9 @@ ACCEPTED, QUEUED, STARTED, FRAME, DONE, ERROR, PONG = "accepted", "queued", "sta
 JOB_RUN, JOB_CANCEL = "job.run", "job.cancel"
 # -- worker -> consumer (the consumer's reply channel; Channels maps "gen.x" to gen_x) ----------
 GEN_STARTED, GEN_FRAME, GEN_DONE, GEN_ERROR = "gen.started", "gen.frame", "gen.done", "gen.error"
+# Close code for a client past its limits: 4000 + 1008 (policy violation). Daphne's autobahn refuses
+# to send 1008 itself (only 1000 or 3000-4999 from an application).
+CLOSE_LIMIT = 4008
 LAYER_PROBE = "layer.probe"  # a consumer to itself: arrives once the channel layer is back
 
 MODES = ("complete", "infill", "instruct")

@@ -10,12 +10,13 @@ import contextlib
 import shutil
 import signal
 import sqlite3
+import statistics
 import subprocess
 import time
 
 import pytest
 
-from wsclient import WSClient, ended  # tests/playground/wsclient.py
+from wsclient import Closed, WSClient, ended  # tests/playground/wsclient.py
 
 
 def free_port() -> int:
@@ -42,7 +43,7 @@ pytestmark = [pytest.mark.slow]
 
 LONG = {"type": "run", "mode": "complete", "code": "def f():", "params": {"max_tokens": 1500, "seed": 1}}
 SHORT = {"type": "run", "mode": "complete", "code": "def g():", "params": {"max_tokens": 4}}
-FLOOD_SLOWDOWN_BOUND = 3.0  # another client's run under a one-client ping flood, vs alone (2-core CI box)
+FLOOD_SLOWDOWN_BOUND = 2.5  # another client's run under a one-client ping flood, vs alone (measured 1.4-1.6x on a shared 2-core box)
 
 
 class Redis:
@@ -195,26 +196,37 @@ def test_a_redis_restart_mid_run_tells_every_client_and_loses_nothing_queued(sta
     assert "Traceback" not in stack.procs.logs(), stack.procs.logs()
 
 
-def flood(port, seconds, source="127.0.0.1"):
-    """One client sends pings as fast as it can for `seconds`; returns (frames sent, replies)."""
-    client = WSClient(port, source=source)
+def flood(port, seconds, rate=10_000, source="127.0.0.1"):
+    """A client that sends `rate` pings a second (the issue's probe measured 6,751/s) for `seconds`,
+    reconnecting whenever the server hangs up; returns [(frames sent, replies, close code)] per socket."""
     frame = b'{"type":"ping"}'
     mask = b"\x01\x02\x03\x04"
     one = bytes([0x81, 0x80 | len(frame)]) + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(frame))
-    batch, sent, t_end = one * 500, 0, time.monotonic() + seconds
-    while time.monotonic() < t_end:
-        client.sock.sendall(batch)
-        sent += 500
-    replies = []
-    with contextlib.suppress(TimeoutError, OSError):
-        while True:
-            replies.append(client.recv(timeout=2))
-    client.close()
-    return sent, replies
+    batch, sent, t0, sockets = one * 100, 0, time.monotonic(), []
+    while time.monotonic() < t0 + seconds:
+        client, sent_here = WSClient(port, source=source), 0
+        with contextlib.suppress(OSError):  # the server closed the connection
+            while (now := time.monotonic()) < t0 + seconds:
+                if sent < rate * (now - t0):
+                    client.sock.sendall(batch)
+                    sent, sent_here = sent + 100, sent_here + 100
+                else:
+                    time.sleep(0.005)
+        replies, code = [], None
+        try:
+            while True:
+                replies.append(client.recv(timeout=5))
+        except Closed as e:
+            code = e.code
+        except (TimeoutError, OSError):
+            pass
+        client.close()
+        sockets.append((sent_here, replies, code))
+    return sockets
 
 
 def timed_run(port, source):
-    """Send the same long run from a fresh client; (seconds to `done`, its stats)."""
+    """Send the same long run from a fresh client; seconds until its `done`."""
     client = WSClient(port, source=source)
     t0 = time.monotonic()
     client.send(LONG)
@@ -222,22 +234,28 @@ def timed_run(port, source):
     elapsed = time.monotonic() - t0
     client.close()
     assert end["type"] == "done", end
-    return elapsed, end["stats"]
+    return elapsed
 
 
-def test_a_ping_flood_from_one_client_is_throttled_and_barely_slows_another(stack):
+def test_a_ping_flood_from_one_client_is_cut_off_and_barely_slows_another(stack):
+    """A client floods pings (10,000/s, reconnecting when cut off) while another client runs: each
+    flooding socket hears `rate_limited`, then `flood` and a 4008 close; the other client's run
+    (median of 3) is slowed less than FLOOD_SLOWDOWN_BOUND."""
     stack.worker("w1")
     timed_run(stack.web, "127.0.0.2")  # warm
-    alone, _ = timed_run(stack.web, "127.0.0.2")
+    alone = statistics.median(timed_run(stack.web, "127.0.0.2") for _ in range(3))
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        flooding = pool.submit(flood, stack.web, alone * 1.5)
-        time.sleep(0.2)
-        flooded, _ = timed_run(stack.web, "127.0.0.2")
-        sent, replies = flooding.result()
-    print(f"\nflood: {sent} pings in {alone * 1.5:.1f} s; another client's run {alone:.2f} s alone, "
+        flooding = pool.submit(flood, stack.web, alone * 3 + 1)
+        time.sleep(0.5)
+        flooded = statistics.median(timed_run(stack.web, "127.0.0.2") for _ in range(3))
+        sockets = flooding.result()
+    sent = sum(n for n, _, _ in sockets)
+    print(f"\nflood: {sent} pings over {len(sockets)} socket(s), each cut off with 4008 after "
+          f"{min(n for n, _, _ in sockets)}-{max(n for n, _, _ in sockets)}; another client's run {alone:.2f} s alone, "
           f"{flooded:.2f} s under the flood ({flooded / alone:.2f}x)")
-    errors = [r for r in replies if r["type"] == "error"]
-    pongs = [r for r in replies if r["type"] == "pong"]
-    assert errors and all(e["code"] == "rate_limited" and "too many messages" in e["message"] for e in errors)
-    assert len(pongs) <= 40 + 20 * (alone * 1.5 + 5)  # the bucket: a burst of 40, then 20/s
+    for _, replies, code in sockets[:-1]:  # the last one may have ended with the flood, before its cut-off
+        codes = [r.get("code") for r in replies if r["type"] == "error"]
+        assert codes[0] == "rate_limited" and codes[-1] == "flood" and code == 4008, (codes, code)
+        assert [r["type"] for r in replies].count("pong") <= 40 + 20 * 2  # the burst, then 20/s until cut off
+    assert len(sockets) > 1
     assert flooded < FLOOD_SLOWDOWN_BOUND * alone
