@@ -67,7 +67,7 @@ async def test_a_follow_up_runs_through_the_chat_template_and_is_recorded(worker
 @pytest.mark.django_db
 def test_share_and_fork_keep_the_whole_conversation_escaped(client):
     client.get("/")
-    key = client.session.session_key
+    key = client.cookies["playground_visitor"].value  # the visitor key the page hands out
     turns = [{"role": "user", "content": XSS}, {"role": "assistant", "content": f"ok {XSS}"}]
     run = Run.objects.create(session_key=key, mode="instruct", instruction="and tests?", turns=turns,
                              system_prompt=f"sys {XSS}", status="done", output="```python\nassert 1\n```",
@@ -99,7 +99,7 @@ def test_save_refuses_malformed_turns(client):
 @pytest.mark.django_db
 def test_history_marks_follow_ups(client):
     client.get("/")
-    key = client.session.session_key
+    key = client.cookies["playground_visitor"].value  # the visitor key the page hands out
     Run.objects.create(session_key=key, mode="instruct", instruction="first", status="done")
     Run.objects.create(session_key=key, mode="instruct", instruction="second", turns=TURNS, status="done")
     html = client.get("/history/").content.decode()
