@@ -2,7 +2,7 @@
 
 Same step, same single CUDA graph per step, same attention kernels and sampler tail as FastRunner;
 only the weight-reading launches change. Per layer:
-    fp8_rmsnorm_gemv          input RMSNorm + QKV (+ bias)          e4m3 weights, per-row scales
+    fp8_rmsnorm_gemv          input RMSNorm + QKV (+ bias)          e4m3 weights, scale+offset per 32 columns
     decode / cluster attention (unchanged: the KV cache stays bf16)
     fp8_gemv_residual         o_proj, residual added in place
     fp8_rmsnorm_gate_up_silu  post-attention RMSNorm + gate/up + SiLU*up
@@ -60,25 +60,27 @@ class Fp8Runner(FastRunner):
         for i, layer in enumerate(w.layers):
             after = w.layers[i + 1].qkv if i + 1 < len(w.layers) else w.lm_head  # what the kernel after down reads
             qkv, o, gate_up, down = layer.qkv, layer.o, layer.gate_up, layer.down
-            fp8_rmsnorm_gemv(self.x, qkv.q, qkv.scale, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias,
-                             pdl=pdl)
+            fp8_rmsnorm_gemv(self.x, qkv.q, qkv.scale, qkv.offset, self.qkv, norm_w=layer.attn_norm, eps=eps,
+                             bias=layer.qkv_bias, pdl=pdl)
             self._attention(i)
-            fp8_gemv_residual(self.attn, o.q, o.scale, self.x, pdl=pdl)
-            fp8_rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, gate_up.q, gate_up.scale, self.h, pdl=pdl)
+            fp8_gemv_residual(self.attn, o.q, o.scale, o.offset, self.x, pdl=pdl)
+            fp8_rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, gate_up.q, gate_up.scale, gate_up.offset, self.h,
+                                     pdl=pdl)
             nbytes = self.tuning.fp8_down_l2_prefetch  # kernels.tuning: bytes of the next weights into L2
             head = leading_bytes(after, nbytes) if nbytes else None
-            fp8_gemv_residual(self.h, down.q, down.scale, self.x, pdl=pdl, l2_prefetch=head)
+            fp8_gemv_residual(self.h, down.q, down.scale, down.offset, self.x, pdl=pdl, l2_prefetch=head)
 
     def _lm_head(self):
         head = self.w.lm_head
         if not isinstance(head, Fp8Weight):
             return super()._lm_head()
-        fp8_rmsnorm_gemv(self.x, head.q, head.scale, self.logits, norm_w=self.w.norm, eps=self.cfg.rms_norm_eps,
-                         pdl=self.pdl)
+        fp8_rmsnorm_gemv(self.x, head.q, head.scale, head.offset, self.logits, norm_w=self.w.norm,
+                         eps=self.cfg.rms_norm_eps, pdl=self.pdl)
 
     def _lm_head_argmax(self):
         w = self.w
         if not isinstance(w.lm_head, Fp8Weight):
             return super()._lm_head_argmax()
-        fp8_lm_head_argmax(self.x, w.lm_head.q, w.lm_head.scale, self.logits, self.token, self.pos, w.embed,
+        head = w.lm_head
+        fp8_lm_head_argmax(self.x, head.q, head.scale, head.offset, self.logits, self.token, self.pos, w.embed,
                            self.argmax_scratch, norm_w=w.norm, eps=self.cfg.rms_norm_eps, ring=self.ring, pdl=self.pdl)

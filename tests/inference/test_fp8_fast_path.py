@@ -83,7 +83,7 @@ def test_a_bf16_lm_head_beside_fp8_layers_matches_too(checkpoint):
     cfg = engine.cfg
     weights = quantize_model(load_weights(checkpoint, cfg, device="cuda", dtype=torch.bfloat16), lm_head=False)
     engine.runner = Fp8Runner(cfg, weights, 1024)
-    engine.info["weights_detail"] = "fp8-e4m3 (per-channel scales; LM head bfloat16)"
+    engine.info["weights_detail"] = "fp8-e4m3 (scale+offset per 32; LM head bfloat16)"
     agree, rel = agreement(*teacher_forced(engine, checkpoint, prompt_len=1))
     assert agree >= 0.99 and rel <= 2e-2
 
