@@ -7,12 +7,12 @@ import pytest
 
 from inference.quality import run
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # ~1 CPU-minute: the harness decodes token by token
 
 
 def test_fp8_weights_pass_the_quality_gate_on_cpu():
-    result = run("default", "cpu", "float32", tokens=512, window=258, engine_args={"weights": "fp8"})
+    result = run("default", "cpu", "float32", tokens=128, window=66, engine_args={"weights": "fp8"})
     ref, test = result["reference"], result["test"]
-    assert test["tokens"] == 512 and "weights=fp8" in test["path"]
+    assert test["tokens"] == 128 and "weights=fp8" in test["path"]
     assert test["perplexity"] <= 1.01 * ref["perplexity"]
     assert test["top1_agreement"] >= 0.97
