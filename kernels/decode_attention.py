@@ -96,12 +96,14 @@ def _merge(m_ptr, l_ptr, acc_ptr, heads, h_mask, stride, n, G2: tl.constexpr, SB
 #   m2_ws, l2_ws [HQ, NG] fp32; acc2_ws [HQ, NG, D] fp32: the same per group of GS splits
 #   cnt [>= HKV, NG + 1] int32, all 0 on entry and on exit: ticket counters (NG groups + final)
 #   out [HQ * D] fp32
-#   grid (HKV, S)
+#   append: 1 to write row pos of the caches here, 0 where kernels.decode_attention_cols wrote it before
+#   grid (HKV, S, C): axis 2 picks a column c (kernels.decode_attention_cols): the token at pos + c, with its
+#   qkv, out, workspace and counters at column c of [C, ...] buffers; c = 0 is the one-token decode step
 @triton.jit
 def _attn_kernel(
     qkv_ptr, pos_ptr, k_cache_ptr, v_cache_ptr, cos_ptr, sin_ptr, q_norm_ptr, k_norm_ptr,
     m_ws_ptr, l_ws_ptr, acc_ws_ptr, m2_ws_ptr, l2_ws_ptr, acc2_ws_ptr, cnt_ptr, out_ptr,
-    T_MAX, S, NG, qk_scale, eps,
+    T_MAX, S, NG, qk_scale, eps, append,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, G2: tl.constexpr,
     D: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_ALIGN: tl.constexpr, MIN_CHUNK: tl.constexpr, GS: tl.constexpr,
     HAS_QK_NORM: tl.constexpr, SPLIT_DOTS: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_PDL: tl.constexpr,
@@ -109,11 +111,21 @@ def _attn_kernel(
     HALF: tl.constexpr = D // 2
     kvh = tl.program_id(0)
     split = tl.program_id(1)
+    col = tl.program_id(2)  # 0 but in a verify step: the same code for every column
+    qkv_ptr += col * ((HQ + 2 * HKV) * D)
+    out_ptr += col * (HQ * D)
+    m_ws_ptr += col * (HQ * S)
+    l_ws_ptr += col * (HQ * S)
+    acc_ws_ptr += col * (HQ * S * D)
+    m2_ws_ptr += col * (HQ * NG)
+    l2_ws_ptr += col * (HQ * NG)
+    acc2_ws_ptr += col * (HQ * NG * D)
+    cnt_ptr += col * (HQ * (NG + 1))
     if USE_PDL:
         # Nothing here is constant across steps (qkv, cache, workspace all change), so wait first.
         tl.extra.cuda.gdc_wait()
 
-    pos = tl.load(pos_ptr)
+    pos = tl.load(pos_ptr) + col
     n_ctx = pos + 1
     chunk = tl.maximum(tl.cdiv(tl.cdiv(n_ctx, S), CHUNK_ALIGN) * CHUNK_ALIGN, MIN_CHUNK)
     n_active = tl.cdiv(n_ctx, chunk)  # splits with rows: always the prefix 0..n_active-1
@@ -184,8 +196,8 @@ def _attn_kernel(
     m_i = tl.where(mine, m_new, m_i)
     # Append the new row only after the loop: no program ever reads a row written in this launch
     # (loops stop before row pos), so there is no intra-launch read-after-write.
-    tl.store(k_base + pos * D + d, k_new.to(cache_ty), mask=mine & (d < D))
-    tl.store(v_base + pos * D + d, v_new.to(cache_ty), mask=mine & (d < D))
+    tl.store(k_base + pos * D + d, k_new.to(cache_ty), mask=mine & (d < D) & (append != 0))
+    tl.store(v_base + pos * D + d, v_new.to(cache_ty), mask=mine & (d < D) & (append != 0))
 
     # Partials of non-empty chunks (empty ones are never read: the merges count active splits).
     qh = kvh * G + g
@@ -232,23 +244,27 @@ class AttentionWorkspace:
     not by two launches in flight at once). Counters start at 0 and every launch leaves them at 0.
 
     combine_group: splits merged per level-1 group (default 16; 2 under the interpreter so the
-    CPU tests run both levels).
+    CPU tests run both levels). columns: query positions per launch it serves (kernels.decode_attention_cols;
+    each has its own partials and counters, at the same offsets after the first's).
     """
 
-    def __init__(self, num_heads: int, head_dim: int, num_splits: int, device, combine_group: int | None = None):
+    def __init__(self, num_heads: int, head_dim: int, num_splits: int, device, combine_group: int | None = None,
+                 columns: int = 1):
         gs = combine_group or (2 if interpreting() else 16)
         assert gs >= 1 and gs & (gs - 1) == 0, "combine_group must be a power of two"
         self.num_splits = num_splits
         self.group = min(gs, triton.next_power_of_2(num_splits))
         self.num_groups = triton.cdiv(num_splits, self.group)
+        self.columns = columns
         f32 = dict(dtype=torch.float32, device=device)
-        self.m = torch.empty(num_heads, num_splits, **f32)
-        self.l = torch.empty(num_heads, num_splits, **f32)
-        self.acc = torch.empty(num_heads, num_splits, head_dim, **f32)
-        self.m2 = torch.empty(num_heads, self.num_groups, **f32)
-        self.l2 = torch.empty(num_heads, self.num_groups, **f32)
-        self.acc2 = torch.empty(num_heads, self.num_groups, head_dim, **f32)
-        self.tickets = torch.zeros(num_heads, self.num_groups + 1, dtype=torch.int32, device=device)
+        c = (columns,) if columns > 1 else ()  # column c's buffers follow column c-1's
+        self.m = torch.empty(*c, num_heads, num_splits, **f32)
+        self.l = torch.empty(*c, num_heads, num_splits, **f32)
+        self.acc = torch.empty(*c, num_heads, num_splits, head_dim, **f32)
+        self.m2 = torch.empty(*c, num_heads, self.num_groups, **f32)
+        self.l2 = torch.empty(*c, num_heads, self.num_groups, **f32)
+        self.acc2 = torch.empty(*c, num_heads, self.num_groups, head_dim, **f32)
+        self.tickets = torch.zeros(*c, num_heads, self.num_groups + 1, dtype=torch.int32, device=device)
 
 
 def default_num_splits(num_kv_heads: int, device) -> int:
@@ -313,19 +329,21 @@ def decode_attention(
 
 
 def decode_attention_with(cfg: AttentionConfig, qkv, pos, k_cache, v_cache, cos, sin, out, workspace, scale,
-                          q_norm=None, k_norm=None, eps=1e-6, *, pdl=False) -> torch.Tensor:
-    """decode_attention with an explicit launch config (benchmarks and sweeps)."""
+                          q_norm=None, k_norm=None, eps=1e-6, *, pdl=False, columns: int = 1) -> torch.Tensor:
+    """decode_attention with an explicit launch config (benchmarks and sweeps). columns > 1: the launch of
+    kernels.decode_attention_cols (qkv [C*(Hq+2Hkv)*D], out [C*Hq*D], cache rows pos..pos+C-1 written before)."""
     assert k_cache.dim() == 3 and k_cache.shape == v_cache.shape, "caches must be [Hkv, Tmax, D]"
     assert k_cache.is_contiguous() and v_cache.is_contiguous(), "caches must be contiguous"
     assert k_cache.dtype == v_cache.dtype and k_cache.dtype in WEIGHT_DTYPES
     hkv, t_max, d = k_cache.shape
     assert d >= 32 and d & (d - 1) == 0, "head_dim must be a power of two >= 32"
     ws = workspace
-    hq, num_splits = ws.m.shape
-    assert ws.acc.shape == (hq, num_splits, d) and hq % hkv == 0, "workspace does not match the heads"
+    hq, num_splits = ws.m.shape[-2:]
+    assert ws.acc.shape[-3:] == (hq, num_splits, d) and hq % hkv == 0, "workspace does not match the heads"
     g = hq // hkv
-    check_vec(qkv, (hq + 2 * hkv) * d, "qkv")
-    check_vec(out, hq * d, "out")
+    assert 1 <= columns <= ws.columns, "the workspace has too few columns"
+    check_vec(qkv, columns * (hq + 2 * hkv) * d, "qkv")
+    check_vec(out, columns * hq * d, "out")
     assert pos.shape == (1,) and pos.dtype == torch.int32, "pos must be an int32 tensor of shape [1]"
     assert cos.shape == sin.shape == (t_max, d // 2), "cos/sin must be [Tmax, D/2]"
     assert cos.dtype == sin.dtype == torch.float32 and cos.is_contiguous() and sin.is_contiguous()
@@ -337,11 +355,11 @@ def decode_attention_with(cfg: AttentionConfig, qkv, pos, k_cache, v_cache, cos,
 
     split_dots = cfg.split_dots and k_cache.dtype != torch.float32
     precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"
-    _attn_kernel[(hkv, num_splits)](
+    _attn_kernel[(hkv, num_splits, columns)](
         qkv, pos, k_cache, v_cache, cos, sin,
         q_norm if q_norm is not None else cos, k_norm if k_norm is not None else cos,
         ws.m, ws.l, ws.acc, ws.m2, ws.l2, ws.acc2, ws.tickets, out,
-        t_max, num_splits, ws.num_groups, scale * LOG2E, eps,
+        t_max, num_splits, ws.num_groups, scale * LOG2E, eps, int(columns == 1),
         HQ=hq, HKV=hkv, G=g, G_PAD=max(16, triton.next_power_of_2(g)), G2=triton.next_power_of_2(g), D=d,
         BLOCK_T=cfg.block_t, CHUNK_ALIGN=cfg.chunk_align or cfg.block_t, MIN_CHUNK=max(cfg.min_chunk, cfg.block_t),
         GS=ws.group,

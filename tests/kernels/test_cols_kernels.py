@@ -1,0 +1,150 @@
+"""Spec for the k-column kernels of the verify step (kernels/*_cols.py): each equals its PyTorch twin,
+and column c equals, bit for bit, the one-column decode kernel run on column c alone (for attention:
+the one-token kernel run at pos, pos+1, ... one after another, appending its rows). Odd shapes, every
+bucket width; on a GPU (gpu tests) the same on the real shapes, compiled."""
+
+import math
+
+import pytest
+import torch
+from kernel_helpers import DEVICE, HAS_CUDA, gpu, poisoned, randn, rel_err
+
+from kernels.decode_attention import AttentionWorkspace, decode_attention, rope_tables
+from kernels.decode_attention_cols import decode_attention_cols, decode_attention_cols_ref
+from kernels.gate_up_silu import rmsnorm_gate_up_silu
+from kernels.gate_up_silu_cols import rmsnorm_gate_up_silu_cols, rmsnorm_gate_up_silu_cols_ref
+from kernels.gemv_residual import gemv_residual
+from kernels.gemv_residual_cols import gemv_residual_cols, gemv_residual_cols_ref
+from kernels.lm_head_argmax import argmax_scratch, lm_head_argmax
+from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols, lm_head_argmax_cols_ref
+from kernels.rmsnorm_gemv import rmsnorm_gemv
+from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols, rmsnorm_gemv_cols_ref
+
+WIDTHS = [1, 3, 4] if not HAS_CUDA else [1, 2, 4, 8, 16]
+SHAPES = [(37, 100), (16, 64)] if not HAS_CUDA else [(2048, 1536), (1536, 1536), (1000, 1000)]
+BIG_K = [(24, 200)] if not HAS_CUDA else [(1536, 8960)]
+
+
+def weights(n, k, gen, dtype=torch.bfloat16):
+    return randn(n, k, gen=gen, dtype=dtype, scale=0.05)
+
+
+@pytest.mark.parametrize("kc", WIDTHS)
+@pytest.mark.parametrize("n,k", SHAPES)
+@pytest.mark.parametrize("with_norm,with_bias", [(True, True), (False, False)])
+def test_rmsnorm_gemv_cols_is_the_one_column_kernel_per_column(kc, n, k, with_norm, with_bias, gen):
+    x = randn(kc, k, gen=gen, scale=3.0)
+    w = weights(n, k, gen)
+    norm_w = randn(k, gen=gen, dtype=torch.bfloat16) if with_norm else None
+    bias = randn(n, gen=gen, dtype=torch.bfloat16) if with_bias else None
+    out = poisoned(kc, n)
+    assert rmsnorm_gemv_cols(x, w, out, norm_w, 1e-6, bias) is out
+    assert rel_err(out, rmsnorm_gemv_cols_ref(x, w, norm_w, 1e-6, bias)) <= 1e-4
+    for c in range(kc):
+        one = rmsnorm_gemv(x[c].contiguous(), w, poisoned(n), norm_w, 1e-6, bias)
+        assert torch.equal(out[c], one), f"column {c}"
+
+
+@pytest.mark.parametrize("kc", WIDTHS)
+@pytest.mark.parametrize("n,k", SHAPES + BIG_K)
+def test_gemv_residual_cols_is_the_one_column_kernel_per_column(kc, n, k, gen):
+    a = randn(kc, k, gen=gen)
+    w = weights(n, k, gen)
+    x0 = randn(kc, n, gen=gen)
+    x = x0.clone()
+    assert gemv_residual_cols(a, w, x) is x
+    assert rel_err(x, gemv_residual_cols_ref(a, w, x0)) <= 1e-4
+    for c in range(kc):
+        assert torch.equal(x[c], gemv_residual(a[c].contiguous(), w, x0[c].clone())), f"column {c}"
+
+
+@pytest.mark.parametrize("kc", WIDTHS)
+@pytest.mark.parametrize("i,k", [(40, 100), (16, 64)] if not HAS_CUDA else [(8960, 1536), (5504, 2048)])
+def test_gate_up_silu_cols_is_the_one_column_kernel_per_column(kc, i, k, gen):
+    x = randn(kc, k, gen=gen, scale=3.0)
+    norm_w = randn(k, gen=gen, dtype=torch.bfloat16)
+    w = weights(2 * i, k, gen)
+    out = poisoned(kc, i)
+    assert rmsnorm_gate_up_silu_cols(x, norm_w, 1e-6, w, out) is out
+    assert rel_err(out, rmsnorm_gate_up_silu_cols_ref(x, norm_w, 1e-6, w)) <= 1e-4
+    for c in range(kc):
+        one = rmsnorm_gate_up_silu(x[c].contiguous(), norm_w, 1e-6, w, poisoned(i))
+        assert torch.equal(out[c], one), f"column {c}"
+
+
+@pytest.mark.parametrize("kc", WIDTHS)
+@pytest.mark.parametrize("klen,agree", [(0, 0), (2, 0), (2, 1), (2, 2), (15, 15), (15, 1)])
+def test_lm_head_argmax_cols_accepts_the_agreeing_prefix_and_feeds_its_next_token(kc, klen, agree, gen):
+    v, k = (300, 64) if not HAS_CUDA else (151936, 1536)
+    klen = min(klen, kc - 1)
+    agree = min(agree, klen)
+    x = randn(kc, k, gen=gen, scale=3.0)
+    w = weights(v, k, gen)
+    norm_w = randn(k, gen=gen, dtype=torch.bfloat16)
+    embed = randn(v, k, gen=gen, dtype=torch.bfloat16)
+    _, g, _ = lm_head_argmax_cols_ref(x, w, [], 0, norm_w)
+    draft = torch.tensor([int(g[j]) if j < agree else (int(g[j]) + 1) % v for j in range(kc - 1)] + [0],
+                         dtype=torch.int64, device=DEVICE)  # agrees on exactly `agree` tokens
+    klen_t = torch.tensor([klen], dtype=torch.int64, device=DEVICE)
+    token = torch.zeros(1, dtype=torch.int64, device=DEVICE)
+    pos = torch.tensor([10], dtype=torch.int32, device=DEVICE)
+    x_next, logits = poisoned(k), poisoned(kc, v)
+    result = torch.full((kc + 1,), -1, dtype=torch.int64, device=DEVICE)
+    scratch = cols_scratch(DEVICE)
+    for _ in range(2):  # the scratch is left ready for the next launch
+        pos.fill_(10)
+        lm_head_argmax_cols(x, w, logits, scratch, draft, klen_t, token, pos, embed, x_next, result, norm_w)
+        ref_logits, ref_g, n = lm_head_argmax_cols_ref(x, w, draft, klen, norm_w)
+        assert n == agree
+        assert rel_err(logits, ref_logits) <= 1e-4
+        assert result[:kc].tolist() == ref_g.tolist() and int(result[kc]) == n
+        assert int(token) == int(ref_g[n]) and int(pos) == 10 + n + 1
+        assert torch.equal(x_next, embed[int(ref_g[n])].float())
+    for c in range(kc):  # bit for bit the one-column kernel's logits and token
+        one_logits, one_token, one_pos, one_x = poisoned(v), torch.zeros_like(token), pos.clone(), poisoned(k)
+        lm_head_argmax(x[c].clone(), w, one_logits, one_token, one_pos, embed, argmax_scratch(DEVICE), norm_w)
+        assert torch.equal(logits[c], one_logits) and int(one_token) == int(result[c]), f"column {c}"
+
+
+def attention_case(hq, hkv, d, t_max, kc, qk_norm, dtype, gen):
+    qkv = randn(kc, (hq + 2 * hkv) * d, gen=gen, scale=2.0)
+    k_cache = randn(hkv, t_max, d, gen=gen, dtype=dtype)
+    v_cache = randn(hkv, t_max, d, gen=gen, dtype=dtype)
+    cos, sin = rope_tables(t_max, d, device=DEVICE)
+    norms = (randn(d, gen=gen), randn(d, gen=gen)) if qk_norm else (None, None)
+    return qkv, k_cache, v_cache, cos, sin, norms
+
+
+@pytest.mark.parametrize("kc", WIDTHS)
+@pytest.mark.parametrize("hq,hkv,d,qk_norm", [(4, 2, 64, False), (6, 1, 64, True)] if not HAS_CUDA
+                         else [(12, 2, 128, False), (16, 8, 128, True), (9, 3, 64, False)])
+@pytest.mark.parametrize("p", [0, 14, 40] if not HAS_CUDA else [0, 60, 500, 1019, 5000])
+def test_decode_attention_cols_is_the_one_token_kernel_at_each_position(kc, hq, hkv, d, qk_norm, p, gen):
+    dtype = torch.bfloat16
+    t_max = 80 if not HAS_CUDA else 6000
+    qkv, k_cache, v_cache, cos, sin, (qn, kn) = attention_case(hq, hkv, d, t_max, kc, qk_norm, dtype, gen)
+    scale = 1 / math.sqrt(d)
+    splits = 4 if not HAS_CUDA else 66
+    ref, k_rows, v_rows = decode_attention_cols_ref(qkv, p, k_cache, v_cache, cos, sin, scale, qn, kn)
+    one_k, one_v = k_cache.clone(), v_cache.clone()
+    ws1 = AttentionWorkspace(hq, d, splits, DEVICE)
+    ones = [decode_attention(qkv[c].contiguous(), torch.tensor([p + c], dtype=torch.int32, device=DEVICE), one_k,
+                             one_v, cos, sin, poisoned(hq * d), ws1, scale, qn, kn) for c in range(kc)]
+    ws = AttentionWorkspace(hq, d, splits, DEVICE, columns=16)
+    out = poisoned(kc, hq * d)
+    pos = torch.tensor([p], dtype=torch.int32, device=DEVICE)
+    assert decode_attention_cols(qkv, pos, k_cache, v_cache, cos, sin, out, ws, scale, qn, kn) is out
+    assert rel_err(out, ref) <= 1e-2
+    assert not ws.tickets.any(), "ticket counters not reset"
+    assert torch.equal(k_cache, one_k) and torch.equal(v_cache, one_v), "cache rows differ from one-token steps'"
+    for c in range(kc):
+        assert torch.equal(out[c], ones[c]), f"column {c}"
+    assert int(pos) == p  # the position is the caller's to advance
+
+
+def test_cols_launchers_reject_bad_widths(gen):
+    w = weights(8, 16, gen)
+    with pytest.raises(AssertionError):
+        rmsnorm_gemv_cols(randn(17, 16, gen=gen), w, poisoned(17, 8))  # more than 16 columns
+    with pytest.raises(AssertionError):
+        gemv_residual_cols(randn(2, 16, gen=gen), w, randn(3, 8, gen=gen))  # columns differ
