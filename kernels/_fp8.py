@@ -6,14 +6,15 @@ Weights are e4m3 [N, K] (row-major, K % 32 == 0) with a float32 scale and offset
 in float32; a group's dot product is scale * sum(q * x) + offset * sum(x), so a tile [BLOCK_N, BLOCK_K]
 is handled as [BLOCK_N, groups, 8 words]: the 8 words of a group are summed, then the group's scale
 and offset applied (`group_tile`). A row is read as K/4 int32 words; byte j of word c is column 4c + j,
-so each tile pairs with x through four stride-4 reads (L1 hits: x is a few KB). Measured on an H100 (lab/probe_fp8_gemv.py, the same configs on two
-machines whose LM head timed the same): storing rows K-quarter interleaved instead, so those reads become
-four contiguous chunks, made the layer GEMVs 5-13% slower (1.5B gate/up 14.8 -> 16.7 us, down 9.6 -> 10.1).
+so each tile pairs with x through four stride-4 reads (L1 hits: x is a few KB). Measured on an H100
+(lab/probe_fp8_gemv.py, per-row scales then, the same configs on two machines whose LM head timed the
+same): storing rows K-quarter interleaved instead, so those reads become four contiguous chunks, made
+the layer GEMVs 5-13% slower (1.5B gate/up 14.8 -> 16.7 us, down 9.6 -> 10.1).
 
 Unpacking: each byte becomes a float32 with integer ops only (`e4m3_byte`): sign to bit 31, the 7
 exponent/mantissa bits to bits 26..20. That is the e4m3 value times 2^-120 exactly (e4m3 subnormals
-land on float32 subnormals, which FMAs keep: Triton does not flush them), so the epilogue multiplies
-the scale by 2^120 (UNIT). Measured against the hardware conversion (.to(tl.float32) of e4m3) on an H100,
+land on float32 subnormals, which FMAs keep: Triton does not flush them), so each group's scale is
+multiplied by 2^120 (UNIT) before it scales the group's sum. Measured against the hardware conversion (.to(tl.float32) of e4m3) on an H100,
 each with its best config (row-major both): the LM head 1.11-1.14x
 and the 1.5B's gate/up 1.24x faster, the other weights of the 1.5B / Llama-1B / 3B shapes within -7%..+7%
 (lab/probe_fp8_gemv.py).

@@ -3,8 +3,9 @@
 The FP8 twin of kernels.gemv_residual: Q [N, K] e4m3 with a float32 scale and offset per row and group of
 32 columns, a and x float32, products summed in float32 (kernels/_fp8.py group_tile). Each program owns
 BLOCK_N rows and the matching elements of x, loads the next tile before multiplying the current one, and
-adds its dot products to x; no two programs touch the same element of x. With l2_prefetch its programs then prefetch 32 KB each of the next kernel's weights
-into L2, as the bf16 kernel does for the runner's down_proj.
+adds its dot products to x; no two programs touch the same element of x. With l2_prefetch its programs
+then prefetch 32 KB each of the next kernel's weights into L2, as the bf16 kernel does for the runner's
+down_proj.
 
 Not here: norms (fp8_rmsnorm_gemv), bias.
 """
@@ -60,11 +61,12 @@ def _fp8_gemv_residual_kernel(
     tl.store(x_ptr + rows, y, mask=row_mask)
 
 
-def fp8_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, x: torch.Tensor, *,
-                      pdl: bool = False,
-                      l2_prefetch: torch.Tensor | None = None, config: dict | None = None) -> torch.Tensor:
-    """x[N] += W[N, K] @ a[K] (W = offset + scale * Q), in place; returns x. l2_prefetch: a flat tensor (16-byte multiple;
-    GPU only) whose bytes the programs prefetch into L2 after their main loop, 32 KB each, in pid order.
+def fp8_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, x: torch.Tensor,
+                      *, pdl: bool = False, l2_prefetch: torch.Tensor | None = None,
+                      config: dict | None = None) -> torch.Tensor:
+    """x[N] += W[N, K] @ a[K] (W = offset + scale * Q), in place; returns x. l2_prefetch: a flat tensor
+    (16-byte multiple; GPU only) whose bytes the programs prefetch into L2 after their main loop, 32 KB each,
+    in pid order.
     config: as fp8_rmsnorm_gemv."""
     check_fp8(q, scale, offset)
     n, k = q.shape

@@ -50,8 +50,8 @@ def _fp8_lm_head_argmax_kernel(
 
 
 def fp8_lm_head_argmax(
-    x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, logits: torch.Tensor, token: torch.Tensor,
-    pos: torch.Tensor, embed: torch.Tensor, scratch: torch.Tensor, norm_w: torch.Tensor | None = None,
+    x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, logits: torch.Tensor,
+    token: torch.Tensor, pos: torch.Tensor, embed: torch.Tensor, scratch: torch.Tensor, norm_w: torch.Tensor | None = None,
     eps: float = 1e-6, ring: torch.Tensor | None = None, *, pdl: bool = False, config: dict | None = None,
 ) -> torch.Tensor:
     """logits = W @ (rmsnorm(x) * norm_w) (W = offset + scale * Q); token = argmax; pos += 1; x = embed[token];
