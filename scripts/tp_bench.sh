@@ -33,9 +33,12 @@ done
 for shape in $SHAPES; do
   for tp in $TPS; do
     [ "$tp" -le "$NGPU" ] || continue
-    timeout 400 python -m inference.bench --shape "$shape" --tp "$tp" --tokens "$TOKENS" --repeats 2 --ttft 128 \
-      --json "$OUT/bench_${shape}_tp$tp.json" > "$OUT/bench_${shape}_tp$tp.log" 2>&1 \
-      || echo "bench $shape tp $tp failed: $(tail -1 "$OUT/bench_${shape}_tp$tp.log")"
+    for reduce in $([ "$tp" -gt 1 ] && echo "nccl symm" || echo nccl); do
+      name=bench_${shape}_tp$tp$([ "$tp" -gt 1 ] && echo "_$reduce")
+      timeout 400 python -m inference.bench --shape "$shape" --tp "$tp" --tp-reduce "$reduce" --tokens "$TOKENS" \
+        --repeats 2 --ttft 128 --json "$OUT/$name.json" > "$OUT/$name.log" 2>&1 \
+        || echo "bench $shape tp $tp $reduce failed: $(tail -1 "$OUT/$name.log")"
+    done
   done
 done
 
@@ -47,7 +50,8 @@ print("|---|---:|---|---:|---:|---:|---:|---:|")
 for f in sorted(glob.glob(f"{out}/bench_*.json")):
     r = json.load(open(f)); d = r["runs"][0]["decode"][0]; tp = r.get("tp", 1)
     cell = lambda k, p: f"{d[k]:.{p}f}" if k in d else "-"
-    print(f"| {r['shape']} | {tp} | {r['runs'][0].get('runner', '-')} | {d['tok_s']:.0f} "
+    run = r["runs"][0]
+    print(f"| {r['shape']} | {tp} | {run.get('runner', '-')} {run.get('tp_reduce') or ''} | {d['tok_s']:.0f} "
           f"| {d['ms_per_token']:.3f} | {cell('compute_ms_per_token', 3)} | {cell('sync_ms_per_token', 3)} "
           f"| {cell('sync_us_per_collective', 1)} |")
 print("\n| all-reduce | bytes | NCCL eager us | NCCL graph us | symm-mem one-shot graph us |")
