@@ -20,8 +20,8 @@ from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols, lm_he
 from kernels.rmsnorm_gemv import rmsnorm_gemv
 from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols, rmsnorm_gemv_cols_ref
 
-WIDTHS = [1, 3, 4] if not HAS_CUDA else [1, 2, 4, 8, 16]
-SHAPES = [(37, 100), (16, 64)] if not HAS_CUDA else [(2048, 1536), (1536, 1536), (1000, 1000)]
+WIDTHS = [1, 3, 4] if not HAS_CUDA else [1, 2, 8]
+SHAPES = [(37, 100), (16, 64)] if not HAS_CUDA else [(2048, 1536), (1000, 1000)]
 BIG_K = [(24, 200)] if not HAS_CUDA else [(1536, 8960)]
 
 
@@ -118,7 +118,7 @@ def attention_case(hq, hkv, d, t_max, kc, qk_norm, dtype, gen):
 @pytest.mark.parametrize("kc", WIDTHS)
 @pytest.mark.parametrize("hq,hkv,d,qk_norm", [(4, 2, 64, False), (6, 1, 64, True)] if not HAS_CUDA
                          else [(12, 2, 128, False), (16, 8, 128, True), (9, 3, 64, False)])
-@pytest.mark.parametrize("p", [0, 14, 40] if not HAS_CUDA else [0, 60, 500, 1019, 5000])
+@pytest.mark.parametrize("p", [0, 14, 40] if not HAS_CUDA else [0, 500, 5000])
 def test_decode_attention_cols_is_the_one_token_kernel_at_each_position(kc, hq, hkv, d, qk_norm, p, gen):
     dtype = torch.bfloat16
     t_max = 80 if not HAS_CUDA else 6000
