@@ -6,7 +6,7 @@ shows the measurement. `for_device(device)` picks the row of a GPU listed in `RO
 builds the `generic` fallback from the device's own properties (SM count, shared memory, L2):
 Triton kernels only with the rule-based launch configs, no thread-block clusters, no streamed
 CUDA GEMVs. Conditions on the model's shape are data in the row (`stream_max_hidden`,
-`gate_up_skew_min_share`, `gemv_overrides` keyed by matrix shape), read by the runner.
+`gate_up_skew_min_share`, `gemv_overrides` keyed by matrix shape), read by the step plan (inference.fast.plan).
 
 Not here: the kernels' own layout constants (tile sizes a kernel's code is written for) and the
 rules in kernels._util that compute a Triton launch config from a matrix shape.

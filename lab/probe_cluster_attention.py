@@ -74,9 +74,9 @@ def in_step(shape, ctx, replays=200):
     for name, v in variants(cfg.num_kv_heads).items():
 
         def setup(v=v):
-            r.use_attention("cuda")
-            r.workspaces["cuda"] = ca.ClusterWorkspace(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, v["splits"], v["cluster"],
-                                       r.device, min_chunk=v.get("min_chunk", 64))
+            r.use_attention("cuda", workspace=ca.ClusterWorkspace(
+                cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, v["splits"], v["cluster"], r.device,
+                min_chunk=v.get("min_chunk", 64)))
         run(name, setup)
     run("triton (again)", lambda: r.use_attention("triton"))
     return rows

@@ -158,6 +158,23 @@ def model_capabilities(engine) -> dict:
             "chat_template": bool(tok.chat_template)}
 
 
+STOP_GRACE_S = 5.0  # on request_stop, how long the running job has to fail itself and tell its client
+
+
+async def cancel_and_wait(task: asyncio.Task, retry_s: float = 0.2) -> None:
+    """Cancel `task` and return once it has ended, whatever it swallows.
+
+    One cancel() is not enough on Python 3.11: redis-py sends every command through
+    `asyncio.wait_for(..., socket_timeout)`, and 3.11's wait_for returns normally, dropping the
+    cancel, when it lands in the loop iteration where the send completes (CPython gh-86296,
+    fixed in 3.12). The task then goes on blocking in channels_redis' BZPOPMIN loop forever.
+    So cancel again until the task is done.
+    """
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=retry_s)
+
+
 SERIES_POINTS = 60  # tok/s samples kept with a run's stats (share-page sparkline)
 
 
@@ -190,7 +207,9 @@ class Worker:
         self.jobs_done = 0
         self.ready = asyncio.Event()
         self.stopping = False
+        self._busy = False  # between taking a job off the queue and finishing it
         self._job_task: asyncio.Task | None = None
+        self._stop_requested = asyncio.Event()
         self._stopped = asyncio.Event()
         self.capabilities = model_capabilities(engine)
 
@@ -209,20 +228,24 @@ class Worker:
             log.warning("worker %s: at start, failed %d orphaned running and %d expired queued run(s)",
                         self.worker_id, swept["running"], swept["expired"])
         self._job_task = asyncio.create_task(self._job_loop())
-        others = [asyncio.create_task(self._control_loop()), asyncio.create_task(self._heartbeat_loop())]
+        tasks = [self._job_task, asyncio.create_task(self._control_loop()), asyncio.create_task(self._heartbeat_loop())]
+        stop = asyncio.create_task(self._stop_requested.wait())
         self.ready.set()
         log.info("worker %s serving %s on %s (queue %r)", self.worker_id, self.model,
                  self.engine.info.get("device"), self.queue)
         try:
-            await self._job_task
-        except asyncio.CancelledError:
-            if not self.stopping:
-                raise
+            # Wait on the tasks, never `await` one directly: a cancel of run() then always lands
+            # here, even when the cancel it would pass into the task is swallowed (cancel_and_wait).
+            await asyncio.wait({self._job_task, stop}, return_when=asyncio.FIRST_COMPLETED)
+            if self.stopping and self._busy:  # the running job fails with its message, then the loop ends
+                await asyncio.wait({self._job_task}, timeout=STOP_GRACE_S)
         finally:
-            for task in others:
-                task.cancel()
             if self.current:
                 self.current[1].set()
+            for task in [*tasks, stop]:
+                await cancel_and_wait(task)
+        if not self._job_task.cancelled() and self._job_task.exception() is not None:
+            raise self._job_task.exception()  # a bug in the job loop: the process supervisor restarts us
         if self.stopping:  # a clean stop: leave the dashboard
             await records.remove_worker(self.worker_id)
             log.info("worker %s stopped", self.worker_id)
@@ -241,8 +264,7 @@ class Worker:
         log.info("worker %s: stopping", self.worker_id)
         if self.current:
             self.current[1].set()
-        elif self._job_task is not None:
-            self._job_task.cancel()
+        self._stop_requested.set()
 
     def stop(self) -> None:
         """Last-resort shutdown hook: cancel the running generation so the engine thread ends at once."""
@@ -279,6 +301,7 @@ class Worker:
             if job.get("type") != p.JOB_RUN:
                 log.warning("worker %s: ignoring %r on the job queue", self.worker_id, job.get("type"))
                 continue
+            self._busy = True
             try:
                 await self.handle_job(job)
             except Exception:  # one bad job must not take the worker down
@@ -286,6 +309,8 @@ class Worker:
                 if isinstance(job.get("run_id"), int):
                     with contextlib.suppress(Exception):
                         await records.fail_if(job["run_id"], Run.RUNNING, "internal error in the worker")
+            finally:
+                self._busy = False
 
     async def _control_loop(self) -> None:
         while True:

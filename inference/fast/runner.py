@@ -1,37 +1,29 @@
 """The GPU fast path: batch-1 decode as ONE CUDA graph per step over fused Triton kernels.
 
 Per layer, five launches read every weight exactly once:
-    rmsnorm_gemv          input RMSNorm + QKV projection + bias           -> qkv  [q+2kv] fp32
-    decode_attention      q/k norm + RoPE + KV-cache write + split-KV attention (+ combine); on
-                          Hopper below CUDA_ATTENTION_CONTEXT: cluster_attention (CUDA C, clusters)
-    gemv_residual         o_proj, residual added in place                 -> x    [H] fp32
-    rmsnorm_gate_up_silu  post-attention RMSNorm + gate/up + SiLU*up      -> h    [I] fp32
-    gemv_residual         down_proj, residual added in place              -> x
-                          (its first programs then prefetch the next kernel's first weights into L2)
-then the final norm + LM head (rmsnorm_gemv), the sampler's filters (torch, only those the request
-uses) and gumbel_argmax: the Gumbel-max sample and feed_token's tail (token and position written
-back for the next step, the next token's embedding copied into x, the token put into a ring in
-pinned host memory). Greedy requests without a repetition penalty do LM head, argmax and
-feed_token in one launch (lm_head_argmax), so their step is Triton kernels only, chained with
-PDL. Replaying the graph is all the host does per token; step() returns the token's
-ring slot (a CPU tensor, -1 until the step writes it), so the engine needs no device-to-host
-copy and no event per token. x holds the input embedding between steps (start() writes it for
-the first step); the residual stream stays in float32 (a few KB).
+    qkv         input RMSNorm + QKV projection + bias                     -> qkv  [q+2kv] fp32
+    attention   q/k norm + RoPE + KV-cache write + split-KV attention (+ combine)   -> attn [q] fp32
+    o_proj      o_proj, residual added in place                           -> x    [H] fp32
+    gate_up     post-attention RMSNorm + gate/up + SiLU*up                -> h    [I] fp32
+    down        down_proj, residual added in place; its programs then prefetch the next weights into L2
+then the final norm + LM head, the sampler's filters (torch, only those the request uses) and gumbel_argmax:
+the Gumbel-max sample and feed_token's tail (token and position written back for the next step, the next
+token's embedding copied into x, the token put into a ring in pinned host memory). Greedy requests without
+a repetition penalty do LM head, argmax and feed_token in one launch (lm_head_argmax), so their step is
+kernels only, chained with PDL. Replaying the graph is all the host does per token; step() returns the
+token's ring slot (a CPU tensor, -1 until the step writes it), so the engine needs no device-to-host copy
+and no event per token. x holds the input embedding between steps (start() writes it for the first step);
+the residual stream stays in float32 (a few KB).
 
-use_gemv("overlap") runs o_proj with kernels.stream_gemv (CUDA C, weights streamed through shared
-memory from before the PDL wait) in a ring small enough to share an SM with the cluster attention,
-which releases it at its start: o_proj's weights are in shared memory when attention ends. Up to
-the tuning row's stream_max_hidden QKV and gate/up stream too: QKV's CTAs load as soon as down_proj's programs leave
-room and release the attention at their start (whose CTAs then copy their K/V tiles beside them),
-gate/up's load during attention and o_proj (which then releases it at its start); beyond it, where
-gate/up is Triton, o_proj prefetches gate/up's first rows into L2 during attention. "auto" picks it
-beside the CUDA attention.
-
-Every tuned number (ring budgets, skew, L2 prefetch sizes, launch configs, the attention switch point)
-comes from the kernels.tuning row of this GPU (`tuning`; the generic fallback on a GPU not in the table).
+Which kernel each launch uses, with which tuned arguments, is the step plan (inference.fast.plan.choose),
+chosen once per model, GPU (the kernels.tuning row `tuning`; the generic fallback on a GPU not in the table)
+and kernel modes (use_attention, use_gemv): one kind of step below the row's cuda_attention_context (the CUDA
+cluster attention with the streamed "overlap" GEMVs beside it, where supported) and one from it on.
+inference.fast.step binds each kind once to these buffers; this class keeps the buffers, start/step and
+graph capture. FP8 weights (inference.fast.fp8) plan their own launches over the same loop.
 
 Prefill (`PrefillModel`) uses cuBLAS GEMMs and SDPA on the same static KV cache. One graph is
-captured per sampler mode (greedy, or the sampling variant a request needs), lazily.
+captured per sampler mode (greedy, or the sampling variant a request needs) and kind of step, lazily.
 """
 
 from __future__ import annotations
@@ -41,37 +33,23 @@ from torch import Tensor
 
 from kernels import cluster_attention as cluster
 from kernels import stream_gemv as stream
-from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits
+from kernels.decode_attention import AttentionWorkspace, default_num_splits
 from kernels.feed_token import feed_token
-from kernels.gate_up_silu import rmsnorm_gate_up_silu
-from kernels.gemv_residual import gemv_residual
 from kernels.gumbel_argmax import gumbel_argmax
-from kernels.lm_head_argmax import argmax_scratch, lm_head_argmax
-from kernels.rmsnorm_gemv import rmsnorm_gemv
+from kernels.lm_head_argmax import argmax_scratch
 from kernels.tuning import Tuning, for_device
 
 from ..config import ModelConfig
 from ..kv_cache import KVCache
-from ..quant import is_fp8
+from ..quant import Fp8Weight, is_fp8
 from ..runner import Runner
 from ..sampling import Sampler, SamplingParams
 from ..weights import ModelWeights
+from .plan import STREAMED, LayerPlan, StepPlan, Target, Workspace, choose
 from .prefill import PrefillModel
+from .step import StepLaunches, bind_step
 
 RING = 256  # host ring slots for sampled tokens; the engine reads each within LAG steps
-
-def gate_up_head(w_gate_up: Tensor, nbytes: int) -> tuple[Tensor, ...]:
-    """The first rows of a packed [2I, K] gate/up weight that its Triton kernel's first programs read (gate
-    rows 0.. and the matching up rows I..), about `nbytes` in all in whole 16-row tiles: what the streamed
-    o_proj prefetches into L2 (stream_gemv's l2_prefetch) for hidden sizes whose gate/up is Triton."""
-    i, k = w_gate_up.shape[0] // 2, w_gate_up.shape[1]
-    rows = min(i, nbytes // (2 * k * w_gate_up.element_size()) // 16 * 16)
-    return (w_gate_up[:rows], w_gate_up[i:i + rows]) if rows else ()
-
-
-def leading_bytes(w: Tensor, nbytes: int) -> Tensor:
-    """The first `nbytes` of a contiguous weight (all of it if smaller), flat, in whole 16-byte units."""
-    return w.view(-1)[:min(w.numel(), nbytes // w.element_size()) // 8 * 8]
 
 
 class FastRunner(Runner):
@@ -80,12 +58,12 @@ class FastRunner(Runner):
     def __init__(self, cfg: ModelConfig, weights: ModelWeights, max_context: int, pdl: bool | None = None,
                  use_graph: bool = True, fused_greedy: bool = True, attention: str = "auto", gemv: str = "auto",
                  tuning: Tuning | None = None):
-        """attention, gemv: the kernel choices (use_attention, use_gemv); tuning: the kernels.tuning row
+        """attention, gemv: the kernel modes (use_attention, use_gemv); tuning: the kernels.tuning row
         (None: this GPU's, kernels.tuning.for_device)."""
         assert weights.device.type == "cuda", "FastRunner needs CUDA weights"
         self.cfg, self.w, self.max_context, self.device = cfg, weights, max_context, weights.device
         self.tuning = for_device(self.device) if tuning is None else tuning
-        self.pdl = torch.cuda.get_device_capability(self.device)[0] >= 9 if pdl is None else pdl
+        self._pdl = torch.cuda.get_device_capability(self.device)[0] >= 9 if pdl is None else pdl
         self.use_graph = use_graph
         self.fused_greedy = fused_greedy  # greedy steps end with lm_head_argmax (else LM head + sampler)
         self.model = PrefillModel(cfg, weights, max_context)
@@ -104,28 +82,61 @@ class FastRunner(Runner):
         self.ring = torch.zeros(RING, dtype=torch.int64, pin_memory=True)
         self.host_pos = 0  # self.pos as the host knows it (the ring slot of each step's token)
         self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (sampler mode, fused tail, attention, gemv) -> step
-        self.use_gemv(gemv)
-        self.use_attention(attention)
+        self.workspaces: dict[str, object] = {}  # attention kind -> its kernel's workspace
+        self.target = self._target()
+        self._plan(choose(cfg, self.tuning, self.target, attention, gemv))
         self.seed = 0
 
-    def use_attention(self, mode: str = "auto") -> str:
+    def _target(self) -> Target:
+        """What this GPU and these weights support, for the plan."""
+        cfg, w = self.cfg, self.w
+        fp8 = is_fp8(w)
+        streamable = frozenset() if fp8 else frozenset(
+            n for n in STREAMED if all(stream.supported(getattr(layer, n)) for layer in w.layers))
+        return Target(sms=torch.cuda.get_device_properties(self.device).multi_processor_count,
+                      cuda_attention=cluster.supported(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
+                                                       self.cache.k.dtype, self.device),
+                      streamable=streamable, fp8=fp8, fp8_lm_head=isinstance(w.lm_head, Fp8Weight))
+
+    # -- the plan: which kernels the steps launch --------------------------------------------------
+    def _plan(self, plan: StepPlan) -> None:
+        """Serve from `plan`: drops the bound launches and captured graphs."""
+        self.plan = plan
+        self._bound: dict[tuple[str, str], StepLaunches] = {}
+        self.graphs = {}
+        self._select_attention(self.host_pos)
+
+    @property
+    def attention_mode(self) -> str:
+        return self.plan.attention_mode
+
+    @property
+    def gemv_mode(self) -> str:
+        return self.plan.gemv_mode
+
+    @property
+    def pdl(self) -> bool:
+        return self._pdl
+
+    @pdl.setter
+    def pdl(self, on: bool) -> None:
+        """Launch with programmatic dependent launch or not (the bench's --no-pdl); rebinds the launches."""
+        self._pdl = on
+        self._plan(self.plan)
+
+    def use_attention(self, mode: str = "auto", workspace=None) -> str:
         """Which decode-attention kernel the steps use: "cuda" (kernels.cluster_attention: Hopper,
         NVRTC, head_dim 128, <= 8 query heads per kv head, 16-bit cache), "triton"
         (kernels.decode_attention, any GPU), or "auto": cuda while the context fits one cluster
         per kv head (pos < the tuning row's cuda_attention_context, where it is faster), triton beyond
         (faster at long context), each with its own captured graph; where the row says no cuda_attention,
-        triton. Drops captured graphs; returns the mode."""
-        cfg = self.cfg
-        if mode not in ("auto", "cuda", "triton"):
-            raise ValueError(f"attention kernel must be auto, cuda or triton, not {mode!r}")
-        ok = cluster.supported(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, self.cache.k.dtype, self.device)
-        if mode == "cuda" and not ok:
-            raise ValueError("the CUDA attention kernel needs head_dim 128, <= 8 query heads per kv head, "
-                             "a 16-bit cache and a GPU of compute capability >= 9.0 with NVRTC")
-        self.attention_mode = mode if mode != "auto" or (ok and self.tuning.cuda_attention) else "triton"
-        self.workspaces: dict[str, object] = {}
-        self.graphs = {}
-        self._select_attention(self.host_pos)
+        triton. workspace: that kernel's workspace instead of the plan's (the lab's sweeps of split counts;
+        cuda or triton only). Drops captured graphs; returns the mode."""
+        plan = choose(self.cfg, self.tuning, self.target, mode, self.plan.gemv_mode)
+        if workspace is not None and mode == "auto":
+            raise ValueError("a workspace goes with attention cuda or triton, not auto")
+        self.workspaces = {} if workspace is None else {mode: workspace}
+        self._plan(plan)
         return self.attention_mode
 
     def use_gemv(self, mode: str = "auto") -> str:
@@ -133,92 +144,52 @@ class FastRunner(Runner):
         GEMV, any GPU); "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and
         gate/up (weights streamed through shared memory from before the PDL wait; Hopper, NVRTC, bf16/fp16
         weights), Triton for the rest; "auto": overlap where it is supported and the step uses the CUDA
-        attention (and the tuning row streams), else triton. Drops captured graphs; returns the kind used."""
-        if mode not in ("auto", "overlap", "triton"):
-            raise ValueError(f"GEMV kernels must be auto, overlap or triton, not {mode!r}")
-        t = self.tuning
-        self.stream_qkv_gate_up = t.streams_qkv_gate_up(self.cfg.hidden_size)
-        sms = torch.cuda.get_device_properties(self.device).multi_processor_count
-        self.gate_up_skew = t.skew_for(self.cfg.intermediate_size, sms)
-        names = () if mode == "triton" else ("o", "qkv", "gate_up") if self.stream_qkv_gate_up else ("o",)
-        ok = all(stream.supported(getattr(layer, n)) for layer in self.w.layers for n in names)
-        if mode == "auto":
-            mode = "auto" if ok and t.stream_gemv else "triton"
-        elif not ok:
-            raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with sizes that are multiples of 16 "
-                             "and a GPU of compute capability >= 9.0 with NVRTC")
-        self.gemv_mode = mode
-        self._select_gemv()
-        self.graphs = {}
+        attention (and the tuning row streams), else triton. FP8 weights: Triton only. Drops captured graphs;
+        returns the kind the next step uses."""
+        self._plan(choose(self.cfg, self.tuning, self.target, self.plan.attention_mode, mode))
         return self.gemv_kind
 
-    def _select_gemv(self) -> None:
-        """The GEMV kind of the next step: "auto" is overlap beside the CUDA attention and triton beside
-        the Triton attention (long contexts: overlap measured 1% slower at ctx 4096 on 1.5B)."""
-        auto = "overlap" if getattr(self, "attention_kind", None) == "cuda" else "triton"
-        self.gemv_kind = auto if self.gemv_mode == "auto" else self.gemv_mode
+    def use_tuning(self, tuning: Tuning, attention: str = "auto", gemv: str = "auto") -> None:
+        """Serve from another kernels.tuning row with these kernel choices; drops captured graphs (the lab's
+        A/B of one tuned number: dataclasses.replace(row, down_l2_prefetch=0))."""
+        plan = choose(self.cfg, tuning, self.target, attention, gemv)
+        self.tuning, self.workspaces = tuning, {}
+        self._plan(plan)
 
     def _select_attention(self, pos: int) -> None:
-        """Set the kernel (and its workspace) for a step at `pos`."""
-        mode = self.attention_mode
-        kind = mode if mode != "auto" else ("cuda" if pos < self.tuning.cuda_attention_context else "triton")
-        if kind not in self.workspaces:
-            cfg, dev = self.cfg, self.device
-            if kind == "cuda":
-                # auto: contexts of one cluster only, so one cluster per kv head (no idle CTAs:
-                # 4.06 vs 4.23 us per launch); forced: enough clusters for any context
-                n = self.tuning.cluster
-                splits = n if mode == "auto" else cluster.default_splits(cfg.num_kv_heads, n, dev)
-                self.workspaces[kind] = cluster.ClusterWorkspace(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
-                                                                 splits, n, dev)
-            else:
-                splits = default_num_splits(cfg.num_kv_heads, dev)
-                self.workspaces[kind] = AttentionWorkspace(cfg.num_heads, cfg.head_dim, splits, dev)
-        self.attention_kind, self.ws = kind, self.workspaces[kind]
-        self._attend = cluster.cluster_attention if kind == "cuda" else decode_attention
-        self._select_gemv()
+        """Set the kind of step (the plan's kernels, bound, and the attention's workspace) for a step at `pos`."""
+        p = self.plan.at(pos)
+        if p.attention_kind not in self.workspaces:
+            self.workspaces[p.attention_kind] = self._workspace(p.workspace)
+        key = (p.attention_kind, p.gemv_kind)
+        if key not in self._bound:
+            self._bound[key] = bind_step(p, self, self.workspaces[p.attention_kind])
+        self.layer_plan, self.launches = p, self._bound[key]
+
+    def _workspace(self, spec: Workspace):
+        cfg, dev = self.cfg, self.device
+        if spec.kind == "cluster":
+            splits = spec.splits or cluster.default_splits(cfg.num_kv_heads, spec.cluster, dev)
+            return cluster.ClusterWorkspace(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, splits, spec.cluster, dev)
+        return AttentionWorkspace(cfg.num_heads, cfg.head_dim, spec.splits or default_num_splits(cfg.num_kv_heads, dev),
+                                  dev)
+
+    @property
+    def attention_kind(self) -> str:
+        return self.layer_plan.attention_kind
+
+    @property
+    def gemv_kind(self) -> str:
+        return self.layer_plan.gemv_kind
 
     # -- one decode step, as captured -----------------------------------------------------------
     def _embed(self):
         self.x.copy_(self.w.embed.index_select(0, self.token)[0])
 
     def _layers(self):
-        """All decoder layers for the token whose embedding is in self.x, at position self.pos."""
-        w, eps, pdl, t = self.w, self.cfg.rms_norm_eps, self.pdl, self.tuning
-        overlap = self.gemv_kind == "overlap"
-        streamed = overlap and self.stream_qkv_gate_up  # QKV and gate/up
-        c = t.stream_carveout if streamed else None
-        for i, layer in enumerate(w.layers):
-            after = w.layers[i + 1].qkv if i + 1 < len(w.layers) else w.lm_head  # what the kernel after down reads
-            if streamed:
-                stream.stream_rmsnorm_gemv(self.x, layer.qkv, self.qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl,
-                                           budget=t.qkv_budget, early=True, carveout=c)
-            else:
-                rmsnorm_gemv(self.x, layer.qkv, self.qkv, norm_w=layer.attn_norm, eps=eps, bias=layer.qkv_bias, pdl=pdl,
-                             tuning=t)
-            self._attention(i, early=overlap, carveout=c)
-            if overlap:  # a Triton gate/up released early would only hold SM slots while it waits
-                head = () if streamed else gate_up_head(layer.gate_up, t.gate_up_l2_prefetch)
-                stream.stream_gemv_residual(self.attn, layer.o, self.x, pdl=pdl, budget=t.o_budget, early=streamed,
-                                            carveout=c, l2_prefetch=head)
-            else:
-                gemv_residual(self.attn, layer.o, self.x, pdl=pdl, tuning=t)
-            if streamed:
-                stream.stream_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl,
-                                           budget=t.gate_up_budget, carveout=c, skew=self.gate_up_skew)
-            else:
-                rmsnorm_gate_up_silu(self.x, layer.mlp_norm, eps, layer.gate_up, self.h, pdl=pdl, tuning=t)
-            head = leading_bytes(after, t.down_l2_prefetch) if t.down_l2_prefetch else None
-            gemv_residual(self.h, layer.down, self.x, pdl=pdl, l2_prefetch=head, tuning=t)
-
-    def _attention(self, i: int, early: bool = False, carveout: int | None = None):
-        """Layer i's attention; early, carveout: the CUDA kernel's (release the next kernel at its start;
-        preferred shared-memory carveout)."""
-        layer = self.w.layers[i]
-        extra = {"early": early, "carveout": carveout} if self._attend is cluster.cluster_attention else {}
-        self._attend(self.qkv, self.pos, self.cache.k[i], self.cache.v[i], self.model.cos, self.model.sin,
-                     self.attn, self.ws, self.scale, q_norm=layer.q_norm, k_norm=layer.k_norm,
-                     eps=self.cfg.rms_norm_eps, pdl=self.pdl, **extra)
+        """All decoder layers for the token whose embedding is in self.x, at position self.pos: per layer
+        qkv, attention, o_proj, gate_up, down, as the plan bound them (StepLaunches.run_layers)."""
+        self.launches.run_layers()
 
     def _forward_token(self) -> Tensor:
         """Logits [V] for the token in self.token at position self.pos (no sampling)."""
@@ -229,14 +200,11 @@ class FastRunner(Runner):
 
     def _lm_head(self):
         """Final norm + LM head: logits from x."""
-        rmsnorm_gemv(self.x, self.w.lm_head, self.logits, norm_w=self.w.norm, eps=self.cfg.rms_norm_eps, pdl=self.pdl,
-                     tuning=self.tuning)
+        self.launches.lm_head()
 
     def _lm_head_argmax(self):
         """Final norm + LM head + argmax + feeding the token back (the greedy step's last launch)."""
-        w = self.w
-        lm_head_argmax(self.x, w.lm_head, self.logits, self.token, self.pos, w.embed, self.argmax_scratch,
-                       norm_w=w.norm, eps=self.cfg.rms_norm_eps, ring=self.ring, pdl=self.pdl, tuning=self.tuning)
+        self.launches.lm_head_argmax()
 
     def _fused_step(self) -> bool:
         greedy, use_penalty = self.sampler.mode[:2]  # logprobs need the full logits the fused tail skips
@@ -374,7 +342,7 @@ class FastRunner(Runner):
         self.host_pos += 1
         return self.ring[slot:slot + 1]
 
-    # -- public hooks for tools (lab/): the step as captured, and the tuning row ---------------------
+    # -- public hooks for tools (lab/): the step as captured, and its plan ---------------------------
     def step_graph(self) -> torch.cuda.CUDAGraph:
         """The captured step for the current sampler mode and kernels (captured on first use)."""
         return self._graph()
@@ -383,12 +351,9 @@ class FastRunner(Runner):
         """One step's kernels, launched now on the current stream (what step_graph() holds)."""
         self._step_body()
 
-    def use_tuning(self, tuning: Tuning, attention: str = "auto", gemv: str = "auto") -> None:
-        """Serve from another kernels.tuning row with these kernel choices; drops captured graphs (the lab's
-        A/B of one tuned number: dataclasses.replace(row, down_l2_prefetch=0))."""
-        self.tuning = tuning
-        self.use_gemv(gemv)
-        self.use_attention(attention)
+    def step_plan(self, pos: int | None = None) -> LayerPlan:
+        """The kernels a step at `pos` (default: the next step) launches, with their tuned arguments."""
+        return self.plan.at(self.host_pos if pos is None else pos)
 
     @torch.inference_mode()
     def forced_logits(self, token: int) -> Tensor:

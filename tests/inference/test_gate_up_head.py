@@ -1,9 +1,9 @@
-"""Spec for inference.fast.runner.gate_up_head: the rows of a packed [2I, K] gate/up weight that the Triton
+"""Spec for inference.fast.step.gate_up_head: the rows of a packed [2I, K] gate/up weight that the Triton
 gate/up's first programs read, which the streamed o_proj prefetches into L2 (runs on CPU)."""
 
 import torch
 
-from inference.fast.runner import gate_up_head
+from inference.fast.step import gate_up_head
 
 
 def test_head_is_the_first_gate_rows_and_their_up_rows_in_whole_tiles():

@@ -75,6 +75,8 @@ async def running_worker(engine, layer, **kwargs):
     finally:
         worker.stop()
         task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=15)
+        assert done, "the worker did not end within 15 s of being cancelled"
         with contextlib.suppress(asyncio.CancelledError):
             await task
 

@@ -14,11 +14,7 @@ from playground.models import Run
 from inference.sampling import SamplingParams
 from playground.protocol import RunRequest, job_run, sampling_json
 
-# Skipped: in-process workers on channels_redis hang intermittently in this file (a test stalled past
-# pytest-timeout's 300 s in a clean-clone CI run and in a local run on 2026-11-25; cause not found, issue 26).
-# The real-process Redis tests (test_faults.py, test_api_live.py, test_browser's production layout) still run.
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow,
-              pytest.mark.skip(reason="intermittent hang inside channels_redis with in-process workers (issue 26)")]
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
 
 def redis_layer(url):

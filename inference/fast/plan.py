@@ -1,0 +1,219 @@
+"""The decode step's plan: which kernel each launch of a layer uses, with which tuned arguments.
+
+`choose(cfg, tuning, target, attention, gemv)` is a pure function of the model's shape, the kernels.tuning
+row, what the GPU and the loaded weights support (`Target`, measured once by FastRunner) and the requested
+kernel modes. It returns a `StepPlan`: one `LayerPlan` for steps below the row's cuda_attention_context and
+one from it on (the same one unless attention is "auto"), each naming the kernel and tuned keyword arguments
+of a layer's five launches (qkv, attention, o_proj, gate_up, down) and of the LM head's two (logits for the
+sampler; the greedy step's fused argmax). A mode the GPU or the weights cannot run is a ValueError here.
+inference.fast.step binds a LayerPlan to the runner's buffers and weights; no kernel is imported here.
+
+The choices (kernels/PERF.md has the measurements):
+- attention "cuda": kernels.cluster_attention (CUDA C, thread-block clusters: Hopper, NVRTC, head_dim 128,
+  <= 8 query heads per kv head); "triton": kernels.decode_attention; "auto": cuda below the row's
+  cuda_attention_context with one cluster per kv head (where supported and the row says cuda_attention),
+  triton from it on.
+- gemv "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and gate/up
+  (weights streamed through shared memory from before the PDL wait, beside the cluster attention, which
+  releases them early); where gate/up stays Triton, o_proj prefetches its first rows into L2. "triton": one
+  Triton launch per GEMV. "auto": overlap beside the CUDA attention (where it streams and the row says
+  stream_gemv), triton beside the Triton attention. FP8 weights: Triton (kernels/fp8_*) only.
+- down_proj prefetches the next weight's first bytes (the next layer's QKV, the LM head after the last) into L2.
+
+Not here: the sampler's tail (FastRunner._step_body), launch configs (kernels.tuning rows, read by the kernels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kernels.tuning import Tuning
+
+from ..config import ModelConfig
+
+ATTENTION_MODES = ("auto", "cuda", "triton")
+GEMV_MODES = ("auto", "overlap", "triton")
+STREAMED = ("o", "qkv", "gate_up")  # the layer weights the overlap GEMVs can stream, by LayerWeights field
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the plan needs to know of the GPU and the loaded weights (FastRunner measures it once)."""
+    sms: int  # streaming multiprocessors (the streamed gate/up's skew rule)
+    cuda_attention: bool  # kernels.cluster_attention.supported for this model's heads and KV cache here
+    streamable: frozenset[str] = frozenset()  # STREAMED fields kernels.stream_gemv can stream in every layer
+    fp8: bool = False  # layer weights in FP8 (inference.quant.Fp8Weight)
+    fp8_lm_head: bool = False  # the LM head in FP8
+
+
+@dataclass(frozen=True)
+class Prefetch:
+    """An l2_prefetch argument, resolved per layer when the plan is bound (inference.fast.step): about `nbytes`
+    of "gate_up_head" (the layer's gate/up rows its Triton kernel reads first), "next" (the next weight's
+    first elements: the next layer's QKV, the LM head after the last layer) or "next_bytes" (the same as raw
+    bytes, for FP8 values)."""
+    what: str
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch: the kernel's name (a key of inference.fast.step.KERNELS) and the tuned keyword
+    arguments the plan adds to the operands every launch of its slot passes."""
+    kernel: str
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def __str__(self) -> str:
+        def show(v):
+            return f"<tuning {v.name}>" if isinstance(v, Tuning) else repr(v)
+        return f"{self.kernel}({', '.join(f'{k}={show(v)}' for k, v in self.kwargs)})"
+
+
+def launch(kernel: str, **kwargs) -> Launch:
+    return Launch(kernel, tuple(kwargs.items()))
+
+
+@dataclass(frozen=True)
+class Workspace:
+    """The attention kernel's workspace: "cluster" (kernels.cluster_attention.ClusterWorkspace) or "split_kv"
+    (kernels.decode_attention.AttentionWorkspace); splits None: the kernel's default for this GPU."""
+    kind: str
+    splits: int | None = None
+    cluster: int | None = None
+
+
+@dataclass(frozen=True)
+class LayerPlan:
+    """One kind of step: the kernels of a layer's five launches and of the LM head, with their tuned arguments."""
+    attention_kind: str  # "cuda" | "triton"
+    gemv_kind: str  # "overlap" | "triton"
+    workspace: Workspace
+    qkv: Launch  # input RMSNorm + QKV projection (+ bias)
+    attention: Launch  # q/k norm + RoPE + KV-cache write + attention
+    o_proj: Launch  # o_proj, residual added in place
+    gate_up: Launch  # post-attention RMSNorm + gate/up + SiLU * up
+    down: Launch  # down_proj, residual added in place
+    lm_head: Launch  # final RMSNorm + LM head -> logits
+    lm_head_argmax: Launch  # the same + argmax + the token fed back (greedy steps)
+
+    SLOTS = ("qkv", "attention", "o_proj", "gate_up", "down")
+
+    def describe(self) -> list[str]:
+        return [f"{slot}: {getattr(self, slot)}" for slot in self.SLOTS + ("lm_head", "lm_head_argmax")]
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    """The step's kernels for one model on one GPU: `below` for positions < `switch`, `above` from it on."""
+    tuning: Tuning
+    attention_mode: str  # "auto" | "cuda" | "triton" (auto where the GPU cannot run cuda: triton)
+    gemv_mode: str  # "auto" | "overlap" | "triton"
+    switch: int
+    below: LayerPlan
+    above: LayerPlan
+
+    def at(self, pos: int) -> LayerPlan:
+        """The plan of a step at position `pos`."""
+        return self.below if pos < self.switch else self.above
+
+    def describe(self) -> list[str]:
+        head = [f"tuning {self.tuning.name}, attention {self.attention_mode}, gemv {self.gemv_mode}"]
+        kinds = [(f"positions < {self.switch}", self.below), (f"positions >= {self.switch}", self.above)]
+        if self.below == self.above:
+            kinds = [("every position", self.below)]
+        return head + [line for name, p in kinds for line in
+                       [f"{name}: attention {p.attention_kind}, gemv {p.gemv_kind}, {p.workspace}"]
+                       + ["  " + s for s in p.describe()]]
+
+
+def choose(cfg: ModelConfig, tuning: Tuning, target: Target, attention: str = "auto", gemv: str = "auto") -> StepPlan:
+    """The plan for this model, tuning row and GPU with the requested kernel modes (see the module docstring)."""
+    gemv_mode = _gemv_mode(cfg, tuning, target, gemv)
+    attention_mode = _attention_mode(tuning, target, attention)
+
+    def kind(attention_kind: str) -> LayerPlan:
+        gemv_kind = gemv_mode if gemv_mode != "auto" else "overlap" if attention_kind == "cuda" else "triton"
+        layer = _fp8_layer if target.fp8 else _layer
+        return layer(cfg, tuning, target, attention_mode, attention_kind, gemv_kind)
+
+    below = kind("triton" if attention_mode == "triton" else "cuda")
+    above = kind("cuda" if attention_mode == "cuda" else "triton")
+    return StepPlan(tuning, attention_mode, gemv_mode, tuning.cuda_attention_context, below, above)
+
+
+def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
+    if target.fp8:
+        if mode not in ("auto", "triton"):
+            raise ValueError(f"FP8 weights decode with the Triton GEMVs only (gemv auto or triton), not {mode!r}")
+        return "triton"
+    if mode not in GEMV_MODES:
+        raise ValueError(f"GEMV kernels must be auto, overlap or triton, not {mode!r}")
+    names = () if mode == "triton" else STREAMED if t.streams_qkv_gate_up(cfg.hidden_size) else ("o",)
+    ok = set(names) <= target.streamable
+    if mode == "auto":
+        return "auto" if ok and t.stream_gemv else "triton"
+    if not ok:
+        raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with sizes that are multiples of 16 "
+                         "and a GPU of compute capability >= 9.0 with NVRTC")
+    return mode
+
+
+def _attention_mode(t: Tuning, target: Target, mode: str) -> str:
+    if mode not in ATTENTION_MODES:
+        raise ValueError(f"attention kernel must be auto, cuda or triton, not {mode!r}")
+    if mode == "cuda" and not target.cuda_attention:
+        raise ValueError("the CUDA attention kernel needs head_dim 128, <= 8 query heads per kv head, "
+                         "a 16-bit cache and a GPU of compute capability >= 9.0 with NVRTC")
+    return mode if mode != "auto" or (target.cuda_attention and t.cuda_attention) else "triton"
+
+
+def _attention(t: Tuning, mode: str, kind: str, overlap: bool, carveout: int | None) -> tuple[Workspace, Launch]:
+    """The attention launch and its workspace. CUDA: auto runs only contexts of one cluster, so one cluster
+    per kv head (no idle CTAs: 4.06 vs 4.23 us per launch); forced, enough clusters for any context. Beside
+    the overlap GEMVs it releases the next kernel at its start (early)."""
+    if kind == "cuda":
+        splits = t.cluster if mode == "auto" else None
+        return (Workspace("cluster", splits, t.cluster),
+                launch("cluster_attention", early=overlap, carveout=carveout))
+    return Workspace("split_kv"), launch("decode_attention")
+
+
+def _layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, attention_kind: str,
+           gemv_kind: str) -> LayerPlan:
+    """16-bit weights: the Triton GEMVs, or the overlap GEMVs streamed beside the attention."""
+    overlap = gemv_kind == "overlap"
+    streamed = overlap and t.streams_qkv_gate_up(cfg.hidden_size)  # QKV and gate/up stream too
+    c = t.stream_carveout if streamed else None
+    workspace, attention = _attention(t, attention_mode, attention_kind, overlap, c)
+    if streamed:
+        qkv = launch("stream_rmsnorm_gemv", budget=t.qkv_budget, early=True, carveout=c)
+        gate_up = launch("stream_gate_up_silu", budget=t.gate_up_budget, carveout=c,
+                         skew=t.skew_for(cfg.intermediate_size, target.sms))
+    else:
+        qkv = launch("rmsnorm_gemv", tuning=t)
+        gate_up = launch("rmsnorm_gate_up_silu", tuning=t)
+    if overlap:  # a Triton gate/up released early would only hold SM slots while it waits
+        head = () if streamed else Prefetch("gate_up_head", t.gate_up_l2_prefetch)
+        o_proj = launch("stream_gemv_residual", budget=t.o_budget, early=streamed, carveout=c, l2_prefetch=head)
+    else:
+        o_proj = launch("gemv_residual", tuning=t)
+    ahead = Prefetch("next", t.down_l2_prefetch) if t.down_l2_prefetch else None
+    down = launch("gemv_residual", l2_prefetch=ahead, tuning=t)
+    return LayerPlan(attention_kind, gemv_kind, workspace, qkv, attention, o_proj, gate_up, down, *_head(t, target))
+
+
+def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, attention_kind: str,
+               gemv_kind: str) -> LayerPlan:
+    """FP8 weights: the kernels/fp8_* Triton twins of the weight-reading launches; the same attention."""
+    workspace, attention = _attention(t, attention_mode, attention_kind, False, None)
+    n = t.fp8_down_l2_prefetch
+    down = launch("fp8_gemv_residual", l2_prefetch=Prefetch("next_bytes", n) if n else None)
+    return LayerPlan(attention_kind, gemv_kind, workspace, launch("fp8_rmsnorm_gemv"), attention,
+                     launch("fp8_gemv_residual"), launch("fp8_rmsnorm_gate_up_silu"), down, *_head(t, target))
+
+
+def _head(t: Tuning, target: Target) -> tuple[Launch, Launch]:
+    if target.fp8_lm_head:
+        return launch("fp8_rmsnorm_gemv"), launch("fp8_lm_head_argmax")
+    return launch("rmsnorm_gemv", tuning=t), launch("lm_head_argmax", tuning=t)

@@ -1,0 +1,341 @@
+"""Spec for the decode step's plan (inference.fast.plan) and its binding (inference.fast.step), on the CPU.
+
+The plan is a pure function of (model shape, tuning row, what the GPU supports, requested modes), so it is
+checked here without a GPU: readable specs of what each kind of step launches, and the equivalence test:
+for every case of tests/inference/data/step_launches.json (GPU x shape x weights x modes, recorded from the
+runner before the plan existed) the bound step makes the same launches, kernel for kernel, argument for
+argument, in the same order. Kernels are replaced by recorders through bind_step's `kernels` argument (no
+monkeypatching); weights are untouched torch.empty tensors of the real shapes (no memory is used).
+The GPU tests (tests/inference/test_fast_path.py, test_fp8_fast_path.py) run the real kernels.
+"""
+
+import inspect
+import json
+import re
+from dataclasses import dataclass, replace
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from inference.config import ModelConfig
+from inference.fast.plan import STREAMED, Prefetch, Target, Workspace, choose
+from inference.fast.step import KERNELS, bind_step
+from inference.quant import Fp8Weight
+from inference.weights import LayerWeights, ModelWeights
+from kernels.tuning import H200, DeviceInfo, Tuning, generic
+
+# -- fakes: shapes, GPUs, weights and buffers on the CPU; a recorder that writes launches as lines ---------
+
+E4M3 = torch.float8_e4m3fn
+
+# name: (model_type, vocab, hidden, intermediate, heads, kv_heads, head_dim, eps, qkv bias, q/k norm)
+SHAPES = {
+    "qwen2.5-coder-1.5b": ("qwen2", 151936, 1536, 8960, 12, 2, 128, 1e-6, True, False),
+    "qwen2.5-coder-3b": ("qwen2", 151936, 2048, 11008, 16, 2, 128, 1e-6, True, False),
+    "qwen3-1.7b": ("qwen3", 151936, 2048, 6144, 16, 8, 128, 1e-6, False, True),
+    "qwen2.5-coder-7b": ("qwen2", 152064, 3584, 18944, 28, 4, 128, 1e-6, True, False),
+    "smollm2-135m": ("llama", 49152, 576, 1536, 9, 3, 64, 1e-5, False, False),
+}
+
+
+def model_config(shape: str, layers: int = 2) -> ModelConfig:
+    mt, v, h, i, nh, nkv, hd, eps, bias, qk = SHAPES[shape]
+    return ModelConfig(model_type=mt, vocab_size=v, hidden_size=h, intermediate_size=i, num_layers=layers,
+                       num_heads=nh, num_kv_heads=nkv, head_dim=hd, rms_norm_eps=eps, max_position_embeddings=32768,
+                       attention_bias=bias, qk_norm=qk)
+
+
+@dataclass(frozen=True)
+class FakeGpu:
+    """A GPU as the step's kernels see it: its tuning row, SM count, and what its toolchain supports."""
+    name: str
+    row: Tuning
+    sms: int
+    nvrtc: bool  # the CUDA C kernels (cluster attention, streamed GEMVs) compile here
+
+    def cuda_attention(self, cfg: ModelConfig) -> bool:  # kernels.cluster_attention.supported's rule
+        return self.nvrtc and cfg.head_dim == 128 and cfg.num_heads // cfg.num_kv_heads <= 8
+
+
+HOPPER = DeviceInfo("NVIDIA Hopper-like", (9, 0), 132, 227 << 10, 50 << 20)
+AMPERE = DeviceInfo("NVIDIA A100-like", (8, 0), 108, 163 << 10, 40 << 20)
+GPUS = {
+    "h200": FakeGpu("h200", H200, 132, True),
+    "h200-no-nvrtc": FakeGpu("h200-no-nvrtc", H200, 132, False),
+    "generic-hopper": FakeGpu("generic-hopper", generic(HOPPER), 132, True),
+    "generic-ampere": FakeGpu("generic-ampere", generic(AMPERE), 108, False),
+}
+
+
+def _t(*shape, dtype=torch.bfloat16):
+    return torch.empty(*shape, dtype=dtype)  # untouched pages: a 7B-sized layer costs no memory
+
+
+def _linear(n, k, fp8):
+    return Fp8Weight(_t(n, k, dtype=E4M3), _t(n, dtype=torch.float32)) if fp8 else _t(n, k)
+
+
+def fake_weights(cfg: ModelConfig, fp8: bool = False, fp8_lm_head: bool = False) -> ModelWeights:
+    h, i, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
+    layers = [LayerWeights(attn_norm=_t(h), qkv=_linear(cfg.qkv_size, h, fp8),
+                           qkv_bias=_t(cfg.qkv_size) if cfg.attention_bias else None,
+                           q_norm=_t(hd) if cfg.qk_norm else None, k_norm=_t(hd) if cfg.qk_norm else None,
+                           o=_linear(h, cfg.q_size, fp8), mlp_norm=_t(h), gate_up=_linear(2 * i, h, fp8),
+                           down=_linear(h, i, fp8)) for _ in range(cfg.num_layers)]
+    return ModelWeights(embed=_t(cfg.vocab_size, h), layers=layers, norm=_t(h),
+                        lm_head=_linear(cfg.vocab_size, h, fp8 and fp8_lm_head))
+
+
+class PerLayer(list):
+    """A KV cache's per-layer tensors (KVCache.k[i] is a view; here each layer's is its own tensor)."""
+    dtype = torch.bfloat16
+
+
+def fake_state(cfg: ModelConfig, w: ModelWeights, pdl: bool = True) -> SimpleNamespace:
+    """The runner state the step's launches read and write (FastRunner's buffers), on the CPU."""
+    f32 = dict(dtype=torch.float32)
+    return SimpleNamespace(
+        cfg=cfg, w=w, pdl=pdl, x=_t(cfg.hidden_size, **f32), qkv=_t(cfg.qkv_size, **f32), attn=_t(cfg.q_size, **f32),
+        h=_t(cfg.intermediate_size, **f32), logits=_t(cfg.vocab_size, **f32), token=_t(1, dtype=torch.int64),
+        pos=_t(1, dtype=torch.int32), ring=_t(256, dtype=torch.int64), argmax_scratch=_t(2, dtype=torch.int64),
+        cache=SimpleNamespace(k=PerLayer(_t(cfg.num_kv_heads, 64, cfg.head_dim) for _ in w.layers),
+                              v=PerLayer(_t(cfg.num_kv_heads, 64, cfg.head_dim) for _ in w.layers)),
+        model=SimpleNamespace(cos=_t(64, cfg.head_dim // 2, **f32), sin=_t(64, cfg.head_dim // 2, **f32)),
+        scale=cfg.head_dim ** -0.5)
+
+
+def tensor_names(state, layer: int | None = None) -> dict[str, torch.Tensor]:
+    """Every tensor the step may pass, by a readable name; with `layer`, named as that layer's launches see
+    them: its own weights and cache as L.* / k / v, the next layer's as next.*, the others L<i>.*."""
+    buffers = ("x", "qkv", "attn", "h", "logits", "token", "pos", "ring", "argmax_scratch")
+    names = {n: getattr(state, n) for n in buffers}
+    names |= {"cos": state.model.cos, "sin": state.model.sin}
+    w = state.w
+
+    def prefix(i):
+        return "L." if i == layer else "next." if layer is not None and i == layer + 1 else f"L{i}."
+
+    for i, lw in enumerate(w.layers):
+        kv = ("k", "v") if i == layer else (f"k{i}", f"v{i}")
+        names |= {kv[0]: state.cache.k[i], kv[1]: state.cache.v[i]}
+        for f in ("attn_norm", "qkv", "qkv_bias", "q_norm", "k_norm", "o", "mlp_norm", "gate_up", "down"):
+            t = getattr(lw, f)
+            if isinstance(t, Fp8Weight):
+                names |= {f"{prefix(i)}{f}.q": t.q, f"{prefix(i)}{f}.scale": t.scale}
+            elif t is not None:
+                names[f"{prefix(i)}{f}"] = t
+    names |= {"embed": w.embed, "norm": w.norm}
+    if isinstance(w.lm_head, Fp8Weight):
+        names |= {"lm_head.q": w.lm_head.q, "lm_head.scale": w.lm_head.scale}
+    else:
+        names["lm_head"] = w.lm_head
+    return names
+
+
+def describe(value, names: dict[str, torch.Tensor]) -> str:
+    """A value as data: a named tensor, or a view into one (byte offset, shape, dtype), recursively for tuples."""
+    if isinstance(value, torch.Tensor):
+        for n, t in names.items():
+            if value is t:
+                return n
+        p = value.data_ptr()
+        for n, t in names.items():
+            lo = t.data_ptr()
+            if lo <= p < lo + t.numel() * t.element_size():
+                return (f"{n}[+{p - lo}B {tuple(value.shape)} {str(value.dtype).removeprefix('torch.')}"
+                        f"{'' if value.is_contiguous() else ' strided'}]")
+        raise AssertionError(f"an unnamed tensor {tuple(value.shape)}")
+    if isinstance(value, (tuple, list)):
+        return "(" + ", ".join(describe(v, names) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, Tuning):
+        return f"<tuning {value.name}>"
+    if isinstance(value, float):
+        return repr(round(value, 9))
+    return repr(value)
+
+
+def recorder(name: str, fn, calls: list):
+    """A stand-in for kernel `fn` that appends (name, {parameter: value}) with every parameter bound (defaults
+    applied; a **kwargs parameter's entries spread out)."""
+    sig = inspect.signature(fn)
+
+    def record(*args, **kwargs):
+        bound = sig.bind(*args, **kwargs)
+        bound.apply_defaults()
+        params = {}
+        for p, v in bound.arguments.items():
+            if sig.parameters[p].kind is inspect.Parameter.VAR_KEYWORD:
+                params |= {k: v[k] for k in sorted(v)}
+            else:
+                params[p] = v
+        calls.append((name, params))
+    return record
+
+
+def describe_calls(calls: list, state) -> list[str]:
+    """The recorded launches as lines `kernel(arg=value, ...)`: five per layer (named from that layer's view,
+    tensor_names(state, i)), then the LM head's."""
+    per_layer = {i: tensor_names(state, i) for i in range(len(state.w.layers))}
+    head = tensor_names(state)
+    lines = []
+    for n, (name, params) in enumerate(calls):
+        names = per_layer.get(n // 5, head)
+        lines.append(f"{name}({', '.join(f'{p}={describe(v, names)}' for p, v in params.items())})")
+    return lines
+
+
+# -- the plan, read as a spec ------------------------------------------------------------------------
+
+DATA = json.loads((Path(__file__).parent / "data" / "step_launches.json").read_text())
+
+
+def target(gpu: FakeGpu, cfg: ModelConfig, weights: str = "bf16") -> Target:
+    fp8 = weights != "bf16"
+    return Target(sms=gpu.sms, cuda_attention=gpu.cuda_attention(cfg),
+                  streamable=frozenset(STREAMED) if gpu.nvrtc and not fp8 else frozenset(),
+                  fp8=fp8, fp8_lm_head=weights == "fp8")
+
+
+def plan_for(gpu: str, shape: str, weights: str = "bf16", attention: str = "auto", gemv: str = "auto"):
+    cfg = model_config(shape)
+    return choose(cfg, GPUS[gpu].row, target(GPUS[gpu], cfg, weights), attention, gemv)
+
+
+def kwargs(launch) -> dict:
+    return dict(launch.kwargs)
+
+
+def test_h200_1_5b_streams_every_gemv_beside_the_cluster_attention_below_the_switch():
+    plan = plan_for("h200", "qwen2.5-coder-1.5b")
+    below, above = plan.at(1023), plan.at(1024)
+    assert (plan.attention_mode, plan.gemv_mode, plan.switch) == ("auto", "auto", 1024)
+    assert (below.attention_kind, below.gemv_kind) == ("cuda", "overlap")
+    assert [getattr(below, s).kernel for s in below.SLOTS] == [
+        "stream_rmsnorm_gemv", "cluster_attention", "stream_gemv_residual", "stream_gate_up_silu", "gemv_residual"]
+    assert kwargs(below.qkv) == {"budget": 64 << 10, "early": True, "carveout": 100}
+    assert kwargs(below.attention) == {"early": True, "carveout": 100}
+    assert below.workspace == Workspace("cluster", splits=16, cluster=16)  # one cluster per kv head
+    assert kwargs(below.o_proj) == {"budget": 80 << 10, "early": True, "carveout": 100, "l2_prefetch": ()}
+    assert kwargs(below.gate_up) == {"budget": 164 << 10, "carveout": 100, "skew": (32, 16)}
+    assert kwargs(below.down)["l2_prefetch"] == Prefetch("next", 2 << 20)
+    assert (above.attention_kind, above.gemv_kind) == ("triton", "triton")
+    assert [getattr(above, s).kernel for s in above.SLOTS] == [
+        "rmsnorm_gemv", "decode_attention", "gemv_residual", "rmsnorm_gate_up_silu", "gemv_residual"]
+    assert above.workspace == Workspace("split_kv")
+
+
+def test_beyond_stream_max_hidden_only_o_proj_streams_and_prefetches_gate_up_into_l2():
+    below = plan_for("h200", "qwen2.5-coder-3b").at(0)
+    assert [getattr(below, s).kernel for s in below.SLOTS] == [
+        "rmsnorm_gemv", "cluster_attention", "stream_gemv_residual", "rmsnorm_gate_up_silu", "gemv_residual"]
+    assert kwargs(below.attention) == {"early": True, "carveout": None}
+    assert kwargs(below.o_proj) == {"budget": 80 << 10, "early": False, "carveout": None,
+                                    "l2_prefetch": Prefetch("gate_up_head", 6 << 20)}
+
+
+def test_the_gate_up_skew_is_dropped_where_a_cta_would_lose_too_much():
+    row = GPUS["h200"].row
+    cfg = replace(model_config("qwen2.5-coder-1.5b"), intermediate_size=4 * 16 * 132 - 16)
+    plan = choose(cfg, row, target(GPUS["h200"], cfg))
+    assert kwargs(plan.at(0).gate_up)["skew"] == (0, 0)
+
+
+def test_the_generic_row_runs_triton_only_even_where_cuda_kernels_would_compile():
+    plan = plan_for("generic-hopper", "qwen2.5-coder-1.5b")
+    assert (plan.attention_mode, plan.gemv_mode) == ("triton", "triton")
+    assert plan.at(0) == plan.at(10 ** 6)
+    assert kwargs(plan.at(0).down)["l2_prefetch"] == Prefetch("next", 2 << 20)  # 2 MB per 50 MB of L2
+    assert kwargs(plan_for("generic-ampere", "qwen2.5-coder-1.5b").at(0).down)["l2_prefetch"] is None  # pre-Hopper
+
+
+def test_forced_cuda_attention_runs_at_every_position_with_clusters_for_any_context():
+    plan = plan_for("h200", "qwen2.5-coder-1.5b", attention="cuda")
+    assert plan.at(0) == plan.at(10 ** 6)
+    assert plan.at(0).workspace == Workspace("cluster", splits=None, cluster=16)  # the GPU's default splits
+
+
+def test_fp8_weights_plan_their_twins_and_refuse_the_streamed_gemvs():
+    plan = plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8")
+    below = plan.at(0)
+    assert plan.gemv_mode == "triton" and (below.attention_kind, below.gemv_kind) == ("cuda", "triton")
+    assert [getattr(below, s).kernel for s in below.SLOTS + ("lm_head", "lm_head_argmax")] == [
+        "fp8_rmsnorm_gemv", "cluster_attention", "fp8_gemv_residual", "fp8_rmsnorm_gate_up_silu",
+        "fp8_gemv_residual", "fp8_rmsnorm_gemv", "fp8_lm_head_argmax"]
+    assert kwargs(below.down)["l2_prefetch"] == Prefetch("next_bytes", 2 << 20)
+    with pytest.raises(ValueError, match="Triton GEMVs only"):
+        plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="overlap")
+
+
+@pytest.mark.parametrize("attention, gemv, message", [
+    ("cuda", "auto", "head_dim 128"), ("flash", "auto", "auto, cuda or triton"), ("auto", "cublas", "auto, overlap")])
+def test_modes_the_gpu_or_model_cannot_run_are_refused(attention, gemv, message):
+    with pytest.raises(ValueError, match=message):
+        plan_for("h200", "smollm2-135m", attention=attention, gemv=gemv)
+
+
+def test_the_plan_is_data_chosen_once():
+    a, b = plan_for("h200", "qwen2.5-coder-7b"), plan_for("h200", "qwen2.5-coder-7b")
+    assert a == b and hash(a) == hash(b)
+    text = "\n".join(a.describe())
+    assert "stream_gemv_residual(budget=81920" in text and "<tuning h200>" in text
+
+
+# -- the bound step launches what the runner launched before the plan ---------------------------------
+
+def workspace_name(spec: Workspace) -> str:
+    """The recorded stand-in for the workspace FastRunner builds from a spec."""
+    if spec.kind == "cluster":
+        return f"ClusterWorkspace(splits={spec.splits or 'default'}, cluster={spec.cluster})"
+    return f"AttentionWorkspace(splits={spec.splits or 'default'})"
+
+
+def launched(gpu: str, shape: str, weights: str, attention: str, gemv: str, pdl: bool = True) -> str:
+    """The case as the data file writes it, from the plan and its bound step."""
+    cfg = model_config(shape)
+    w = fake_weights(cfg, weights != "bf16", weights == "fp8")
+    state = fake_state(cfg, w, pdl)
+    try:
+        plan = choose(cfg, GPUS[gpu].row, target(GPUS[gpu], cfg, weights), attention, gemv)
+    except ValueError as e:
+        return f"error: {e}"
+    parts = [f"{plan.attention_mode}/{plan.gemv_mode} {plan.at(0).gemv_kind}"]
+    for pos in (1023, 1024):
+        p, calls = plan.at(pos), []
+        step = bind_step(p, state, workspace_name(p.workspace), {n: recorder(n, f, calls) for n, f in KERNELS.items()})
+        step.run_layers()  # FastRunner._layers
+        step.lm_head()
+        step.lm_head_argmax()
+        parts.append(f"{pos} {p.attention_kind}/{p.gemv_kind}: " + " ; ".join(describe_calls(calls, state)))
+    return " | ".join(parts)
+
+
+def expected(case: str) -> str:
+    """The data file's case with launch indices written out."""
+    lines = DATA["launches"]
+    return re.sub(r"(?<=: )\d+(?: \d+)*", lambda m: " ; ".join(lines[int(i)] for i in m.group().split()),
+                  DATA["cases"][case])
+
+
+GROUPS = sorted({" ".join(case.split()[:2]) for case in DATA["cases"]})
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_the_bound_step_launches_what_the_runner_launched_before_the_plan(group):
+    cases = [c for c in DATA["cases"] if c.startswith(group + " ")]
+    assert cases
+    for case in cases:
+        gpu, shape, weights, modes, *flags = case.split()
+        attention, gemv = modes.split("/")
+        got = launched(gpu, shape, weights, attention, gemv, pdl="pdl=False" not in flags)
+        assert got.split(" ; ") == expected(case).split(" ; "), case
+
+
+def test_the_recorded_cases_cover_every_mode_shape_and_gpu():
+    cases = [c.split() for c in DATA["cases"]]
+    assert {c[0] for c in cases} == set(GPUS) and {c[1] for c in cases} == set(SHAPES)
+    assert {c[2] for c in cases} == {"bf16", "fp8", "fp8-bf16-head"}
+    assert {c[3] for c in cases if c[2] == "bf16"} == {f"{a}/{g}" for a in ("auto", "cuda", "triton")
+                                                      for g in ("auto", "overlap", "triton")}
+    assert sum(not v.startswith("error") for v in DATA["cases"].values()) >= 150
