@@ -168,8 +168,12 @@ def _verify_cost(engine, context: int, iters: int, widths) -> dict:
     pos = runner.host_pos
     runner._select_attention(pos)
     step_us = timed(runner.step_graph().replay)
-    out = {"context": context, "step_us": step_us, "kernels": f"{runner.attention_kind}/{runner.gemv_kind}"}
-    for kc in widths:
+    out = {"context": context, "step_us": step_us, "kernels": f"{runner.attention_kind}/{runner.gemv_kind}",
+           "group": v.group}
+    default = v.group
+    for kc, group in [(kc, default) for kc in widths] + [(8, None), (8, 2)]:
+        if group != v.group:
+            v.use_group(group)
         draft = list(range(200, 200 + kc - 1))
         graph = v.graph(kc)
         v._load(draft)
@@ -181,18 +185,19 @@ def _verify_cost(engine, context: int, iters: int, widths) -> dict:
             v.run(draft)
         call_us = (time.perf_counter() - t) * 1e6 / iters
         runner.pos.fill_(pos)
-        out[kc] = {"verify_us": us, "ratio": us / step_us, "verify_call_us": call_us}
+        out[kc if group == default else f"{kc}/group={group}"] = {"verify_us": us, "ratio": us / step_us,
+                                                                  "verify_call_us": call_us}
+    v.use_group(default)
     return out
 
 
 def verify_main(args, engine) -> dict:
     r = verify_cost(engine, args.context)
     print(f"\n{args.shape} (random weights), {engine.info['dtype']}, context {args.context}, kernels {r['kernels']}: "
-          f"one-token step {r['step_us']:.1f} us")
+          f"one-token step {r['step_us']:.1f} us; GEMV columns per program {r['group']} (rows k/group=G: G instead)")
     print("| tokens per verify step | verify graph us | vs one-token step | verify call (host wait) us |")
     print("|---:|---:|---:|---:|")
-    for kc in (2, 4, 8):
-        if kc in r:
-            x = r[kc]
-            print(f"| {kc} | {x['verify_us']:.1f} | {x['ratio']:.2f}x | {x['verify_call_us']:.1f} |")
+    for key, x in r.items():
+        if isinstance(x, dict):
+            print(f"| {key} | {x['verify_us']:.1f} | {x['ratio']:.2f}x | {x['verify_call_us']:.1f} |")
     return r

@@ -33,17 +33,20 @@ from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols
 from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols
 
 BUCKETS = (2, 4, 8)  # tokens per verify step (the last one + up to 7 drafted); small: a column costs registers
+GROUP = 4  # columns per program of the GEMVs: wider buckets run in groups (weights from L2 after the first)
 
 
 class FastVerifier:
     def __init__(self, cfg, weights, cache, cos: Tensor, sin: Tensor, token: Tensor, pos: Tensor, x: Tensor,
-                 attention: AttentionWorkspace, *, tuning=None, pdl: bool = False, buckets=BUCKETS):
+                 attention: AttentionWorkspace, *, tuning=None, pdl: bool = False, buckets=BUCKETS,
+                 group: int | None = GROUP):
         """token [1] int64, pos [1] int32, x [H] float32: the runner's step state (updated in place).
         cos, sin: the RoPE tables of the decode step; attention: the decode step's Triton attention
-        workspace (its split count and combine group are copied: they fix the order of the sums)."""
+        workspace (its split count and combine group are copied: they fix the order of the sums).
+        group: the GEMVs' columns per program (None: all of a bucket's; kernels.rmsnorm_gemv_cols)."""
         self.cfg, self.w, self.cache, self.cos, self.sin = cfg, weights, cache, cos, sin
         self.token, self.pos, self.x = token, pos, x
-        self.tuning, self.pdl = tuning, pdl
+        self.tuning, self.pdl, self.group = tuning, pdl, group
         self.buckets = tuple(sorted(buckets))
         self.width = self.buckets[-1]
         dev = token.device
@@ -74,6 +77,11 @@ class FastVerifier:
         return cls(runner.cfg, runner.w, runner.cache, runner.model.cos, runner.model.sin, runner.token,
                    runner.pos, runner.x, ws, tuning=runner.tuning, pdl=runner.pdl, buckets=buckets)
 
+    def use_group(self, group: int | None) -> None:
+        """Columns per program of the GEMVs from now on (the bench's A/B); drops the captured graphs."""
+        self.group = group
+        self.graphs = {}
+
     @property
     def max_draft(self) -> int:
         return self.width - 1
@@ -94,19 +102,20 @@ class FastVerifier:
     # -- the verify step, as captured ---------------------------------------------------------------
     def _body(self, kc: int):
         cfg, w, t, pdl, eps = self.cfg, self.w, self.tuning, self.pdl, self.cfg.rms_norm_eps
+        g = None if self.group is None or kc % min(self.group, kc) else self.group
         X, qkv, attn, h = self.X[:kc], self.qkv[:kc], self.attn[:kc], self.h[:kc]
         X[0].copy_(self.x)
         if kc > 1:
             X[1:].copy_(w.embed.index_select(0, self.draft[:kc - 1]))
         for i, layer in enumerate(w.layers):
-            rmsnorm_gemv_cols(X, layer.qkv, qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl, tuning=t)
+            rmsnorm_gemv_cols(X, layer.qkv, qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl, tuning=t, group=g)
             decode_attention_cols(qkv, self.pos, self.cache.k[i], self.cache.v[i], self.cos, self.sin, attn, self.ws,
                                   self.scale, layer.q_norm, layer.k_norm, eps, pdl=pdl)
-            gemv_residual_cols(attn, layer.o, X, pdl=pdl, tuning=t)
-            rmsnorm_gate_up_silu_cols(X, layer.mlp_norm, eps, layer.gate_up, h, pdl=pdl, tuning=t)
-            gemv_residual_cols(h, layer.down, X, pdl=pdl, tuning=t)
+            gemv_residual_cols(attn, layer.o, X, pdl=pdl, tuning=t, group=g)
+            rmsnorm_gate_up_silu_cols(X, layer.mlp_norm, eps, layer.gate_up, h, pdl=pdl, tuning=t, group=g)
+            gemv_residual_cols(h, layer.down, X, pdl=pdl, tuning=t, group=g)
         lm_head_argmax_cols(X, w.lm_head, self.logits[:kc], self.scratch, self.draft, self.klen, self.token, self.pos,
-                            w.embed, self.x, self.result[kc], norm_w=w.norm, eps=eps, pdl=pdl, tuning=t)
+                            w.embed, self.x, self.result[kc], norm_w=w.norm, eps=eps, pdl=pdl, tuning=t, group=g)
 
     def _load(self, draft: list[int]) -> int:
         k = len(draft)

@@ -76,7 +76,8 @@ def main() -> int:
         want = reduce_layouts(ttgir(one, sig, ce, nw))
         for kc in (2, 8):
             cols_ce = {k: v for k, v in ce.items() if k in cols.arg_names}
-            got = reduce_layouts(ttgir(cols, sig, dict(cols_ce, KC=kc, **extra), nw))
+            shape = {k: v for k, v in (("KC", kc), ("CP", kc), ("G", 1)) if k in cols.arg_names}
+            got = reduce_layouts(ttgir(cols, sig, dict(cols_ce, **shape, **extra), nw))
             ok = got <= want
             bad += not ok
             print(f"{'same' if ok else 'DIFFERENT'}: {name} KC={kc}")
