@@ -5,7 +5,7 @@
     python -m inference.bench --workload edit --model DIR [--tokens 256]   (speculation off and on)
     python -m inference.bench --workload verify --shape qwen2.5-coder-1.5b  (verify step vs one-token step)
         [--attention auto|cuda|triton] [--gemv auto|overlap|triton] [--tuning auto|generic|ROW]
-        [--weights bf16 | fp8 | fp8,bf16] [--tp N]
+        [--weights bf16 | fp8 | fp8,bf16] [--tp N] [--tp-reduce nccl|symm]
 
 Writes a synthetic (random-weight) checkpoint of the shape on the fly unless --model is given,
 then measures in one run: copy bandwidth (device-to-device, bytes read + written); decode tok/s
@@ -146,13 +146,14 @@ def measure(engine, contexts: list[int], ttft_lens: list[int], args, bw: float) 
         rows.append(r)
         print(f"{engine.info['weights']} context {c}: {r['tok_s']:.0f} tok/s", file=sys.stderr)
     if args.tp > 1:
-        from .parallel.profile import sync_split
-        rows[0].update(sync_split(engine, random_prompt(args.context, engine.cfg.vocab_size), args.tokens,
-                                  rows[0]["ms_per_token"]))
+        from .parallel.profile import split
+        rows[0].update(split(engine, random_prompt(args.context, engine.cfg.vocab_size), args.tokens,
+                             rows[0]["ms_per_token"]))
     sampled = decode_rate(engine, args.context, args.tokens, args.repeats, SAMPLED)
     ttfts = {n: ttft(engine, n) for n in ttft_lens}
     info = engine.info
     return {"weights": info["weights"], "weights_detail": info["weights_detail"], "pdl": engine.runner.pdl,
+            "runner": info["runner"], "tp_reduce": info.get("tp_reduce"),
             "tuning": info["tuning"], "attention": info["attention"], "gemv": info["gemv"], "decode": rows, "sampled_decode": {**sampled, "params": SAMPLED},
             "ttft_ms": ttfts}
 
@@ -174,8 +175,10 @@ def main(argv=None) -> int:
     p.add_argument("--vs", choices=["hf"], default=None)
     p.add_argument("--no-pdl", action="store_true", help="disable programmatic dependent launch")
     add_kernel_args(p)
-    p.add_argument("--tp", type=int, default=1, help="tensor parallel over cuda:0..N-1 (reference path; "
-                   "adds the compute vs sync split)")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallel over cuda:0..N-1 (fast ranks for greedy "
+                   "decode, the reference path for sampling; adds the compute vs sync split)")
+    p.add_argument("--tp-reduce", choices=["nccl", "symm"], default="nccl",
+                   help="the fast ranks' all-reduce: NCCL or symmetric memory's one-shot")
     p.add_argument("--json", default=None)
     p.add_argument("--workload", choices=["decode", "edit", "verify"], default="decode",
                    help="decode (default); edit: code-edit prompts, speculation off and on (inference.speculative.bench; "
@@ -221,7 +224,7 @@ def main(argv=None) -> int:
     for fmt in formats:
         t = time.perf_counter()
         engine = Engine.from_pretrained(model_dir, device="cuda", dtype="bfloat16", max_context=need_ctx,
-                                        weights=fmt, **kernels, tp=args.tp)
+                                        weights=fmt, **kernels, tp=args.tp, tp_reduce=args.tp_reduce)
         if args.no_pdl:
             engine.runner.pdl = False
         print(f"loaded in {time.perf_counter() - t:.1f} s: {engine.info}", file=sys.stderr)
@@ -247,7 +250,9 @@ def main(argv=None) -> int:
     print(f"\n{result['shape']} ({weights_note}), bf16 activations, batch 1, {result['gpu']}, "
           f"copy bandwidth {bw / 1e9:.0f} GB/s, PDL {'on' if first['pdl'] else 'off'}, tuning {first['tuning']} "
           f"(attention {first['attention']}; GEMVs " + ", ".join(f"{r['weights']} {r['gemv']}" for r in runs) + ")"
-          + (f", tensor parallel over {args.tp} GPUs (reference path; GB read/token per GPU)" if args.tp > 1 else ""))
+          + (f", tensor parallel over {args.tp} GPUs ({first['runner']} ranks, {first['tp_reduce']} all-reduce; "
+             "GB read/token per GPU)"
+             if args.tp > 1 else ""))
     print("| weights | context | tokens | tok/s | ms/token | GB read/token | MBU | read at copy bw, ms | rest, ms |")
     print("|:--------|--------:|-------:|------:|---------:|--------------:|----:|-------------------:|---------:|")
     for run in runs:
@@ -264,7 +269,8 @@ def main(argv=None) -> int:
             r = run["decode"][0]
             print(f"{run['weights']}: tp {args.tp} at context {r['context']}: compute {r['compute_ms_per_token']:.3f} "
                   f"ms/token, sync {r['sync_ms_per_token']:.3f} ms/token ({r['collectives_per_token']} collectives, "
-                  f"{r['sync_us_per_collective']:.1f} us each)")
+                  f"{r['sync_us_per_collective']:.1f} us each)"
+                  + (f"; step graph {r['graph_ms_per_token']:.3f} ms" if "graph_ms_per_token" in r else ""))
     if len(runs) > 1:
         base = runs[-1]["decode"][0]["tok_s"]
         print("speed-up at context " + str(args.context) + ": "

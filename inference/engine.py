@@ -108,7 +108,7 @@ class Engine:
     def from_pretrained(cls, path: str | Path | None = None, device: str = "cpu",
                         dtype: str | torch.dtype | None = None, fast: bool | None = None,
                         max_context: int | None = None, attention: str = "auto", gemv: str = "auto",
-                        tuning: str = "auto", tp: int = 1, weights: str | None = None,
+                        tuning: str = "auto", tp: int = 1, tp_reduce: str = "nccl", weights: str | None = None,
                         cache_dir: str | Path | None = None) -> "Engine":
         """Load a model: a folder, a .gguf file, "default" / None (SmolLM2-135M-Instruct),
         "synthetic:SHAPE" (random weights, written under cache_dir) or a hub id when online.
@@ -117,8 +117,10 @@ class Engine:
         bfloat16 on CUDA; max_context caps the KV cache (default min(model max, 32768)). The fast
         path's kernel choices: attention (auto | cuda | triton), gemv (auto | overlap | triton)
         and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
-        tp > 1 splits the model over tp processes (inference.parallel: reference path; `close()`
-        stops them). weights: None (the checkpoint's values in dtype), "fp8" (inference.quant: e4m3
+        tp > 1 splits the model over tp processes (inference.parallel: on GPUs each rank runs the
+        fast path's kernels for greedy decode unless fast=False, else the reference path; `close()`
+        stops them; tp_reduce: the fast ranks' all-reduce, nccl or symm). weights: None (the
+        checkpoint's values in dtype), "fp8" (inference.quant: e4m3
         linear layers with per-channel scales, quantized at load; activations in dtype; Triton GEMVs
         only; off the fast path the reference forward runs the dequantized FP8 values; tp 1 only) or
         a 16/32-bit name (bf16, fp16, fp32: the same as that dtype).
@@ -149,10 +151,12 @@ class Engine:
         weights_detail = str(dtype).removeprefix("torch.")
         runner: Runner
         if tp != 1:
-            if fast:
-                raise EngineError("the fast path runs on one GPU; --tp runs the tensor-parallel reference path")
+            if fast and not device.startswith("cuda"):
+                raise EngineError("the fast path needs device='cuda'")
             from .parallel.launch import LaunchSpec, launch
-            runner = launch(LaunchSpec(cfg, load, tp, device, ctx))
+            runner = launch(LaunchSpec(cfg, load, tp, device, ctx,
+                                       fast=device.startswith("cuda") and fast is not False,
+                                       attention=attention, gemv=gemv, tuning=tuning, reduce=tp_reduce))
         else:
             tensors = load(device=device)
             if fp8:
@@ -189,7 +193,8 @@ class Engine:
             "max_context": ctx,
             "runner": runner.name,
             "tp": tp,
-            "fast_path": runner.name not in ("reference", "tp-reference"),
+            "tp_reduce": tp_reduce if runner.name == "tp-cuda-graph" else None,
+            "fast_path": runner.name not in ("reference", "tp-reference"),  # tp-cuda-graph: greedy decode only
             "tuning": runner.tuning.name if hasattr(runner, "tuning") else None,  # the kernels.tuning row
             "attention": getattr(runner, "attention_mode", None),
             "gemv": getattr(runner, "gemv_mode", None),

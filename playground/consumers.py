@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 
 from channels.exceptions import StopConsumer
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -31,6 +32,15 @@ log = logging.getLogger(__name__)
 
 
 TERMINAL = ("done", "cancelled", "error")
+
+
+@dataclass
+class _WatchState:
+    """What the watch of one run remembers between ticks."""
+    last_sent: float
+    last_position: tuple | None = None
+    terminal_since: float | None = None
+    stuck_since: float | None = None
 
 
 class GenerateConsumer(AsyncWebsocketConsumer):
@@ -104,6 +114,8 @@ class GenerateConsumer(AsyncWebsocketConsumer):
                                                      code="layer_down"))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.rel.layer_retry_max_s)
+                with contextlib.suppress(Exception):  # our next receive returns it as soon as the layer is back
+                    await self.channel_layer.send(self.channel_name, p.layer_probe())
                 continue
             if self.layer_down_since is not None:
                 await self._layer_recovered()
@@ -113,7 +125,13 @@ class GenerateConsumer(AsyncWebsocketConsumer):
         self.layer_down_since = None
         log.warning("consumer: channel layer back")
         if self.run_id is not None and self.worker_channel is None:  # its job may have been lost
-            await self._requeue(self.run_id)
+            try:
+                await self._requeue(self.run_id)
+            except Exception as e:  # down again: the watch queues it again later
+                log.warning("consumer: queueing run %s again failed: %r", self.run_id, e)
+
+    async def layer_probe(self, message):
+        """Our own probe (see _resilient_channel_receive): its arrival already ran _layer_recovered."""
 
     async def _requeue(self, run_id: int):
         """Queue a still-queued run's job again (a duplicate is skipped when a worker claims it)."""
@@ -210,55 +228,61 @@ class GenerateConsumer(AsyncWebsocketConsumer):
     async def _watch(self, run_id: int):
         """While `run_id` waits or runs: tell the client its live position (and when no worker
         is online), fail it when its worker's lease runs out or nobody came for too long, and
-        report a terminal state the database has but whose message never arrived."""
-        last_sent, last_position, terminal_since, stuck_since = time.monotonic(), None, None, None
+        report a terminal state the database has but whose message never arrived. A failing
+        tick (database busy, layer down, client gone) is logged and the next one tries again:
+        the watch is what keeps a waiting client from silence, so nothing may end it early."""
+        watch = _WatchState(last_sent=time.monotonic())
         try:
             while self.run_id == run_id:
                 await asyncio.sleep(self.rel.watch_s)
                 try:
-                    state = await records.run_state(run_id, self.rel.lease_s)
-                except Exception as e:  # the database is busy or down: try again next tick
-                    log.warning("consumer: watching run %s failed: %s", run_id, e)
-                    continue
-                if state is None or self.run_id != run_id:
-                    return
-                status, now = state["status"], time.monotonic()
-                if status == "queued":
-                    position = (state["queued_ahead"], state["workers"])
-                    if state["workers"] == 0 and state["waited_s"] > self.rel.no_worker_timeout_s:
-                        message = f"no worker is online (waited {state['waited_s']:.0f} s); try again later"
-                        if await records.fail_if(run_id, "queued", message):
-                            await self._finish(p.error(message, run_id=run_id, code="no_worker"))
-                            return
-                    if state["queued_ahead"] == 0 and state["idle_workers"] > 0:
-                        stuck_since = stuck_since or now
-                        if now - stuck_since >= self.rel.requeue_after_s:  # the job was lost (Redis restarted)
-                            await self._requeue(run_id)
-                            stuck_since = None
-                    else:
-                        stuck_since = None
-                    if position != last_position or now - last_sent >= self.rel.position_every_s:
-                        await self.send_json(p.queued(run_id, state["queued_ahead"], state["waited_s"],
-                                                      state["workers"]))
-                        last_sent, last_position = now, position
-                elif status == "running":
-                    age = state["worker_age_s"]
-                    if age is None or age > self.rel.lease_s:
-                        message = "the worker serving this run stopped; run it again"
-                        if await records.fail_if(run_id, "running", message):
-                            await self._finish(p.error(message, run_id=run_id, code="worker_lost"))
-                            return
-                elif status in TERMINAL:  # the worker's own message normally arrives first
-                    terminal_since = terminal_since or now
-                    if now - terminal_since >= self.rel.terminal_grace_s:
-                        if status == "error":
-                            await self._finish(p.error(state["error"] or "the run failed", run_id=run_id))
-                        else:
-                            reason = state["finish_reason"] or status
-                            await self._finish(p.done(run_id, reason, state["stats"] or {"finish_reason": reason}))
+                    if await self._watch_tick(run_id, watch):
                         return
+                except Exception as e:
+                    log.warning("consumer: watching run %s: %r", run_id, e)
         except asyncio.CancelledError:
             pass
+
+    async def _watch_tick(self, run_id: int, watch: "_WatchState") -> bool:
+        """One look at the run's row; True once the client has been told the run's end."""
+        state = await records.run_state(run_id, self.rel.lease_s)
+        if state is None or self.run_id != run_id:
+            return True
+        status, now = state["status"], time.monotonic()
+        if status == "queued":
+            position = (state["queued_ahead"], state["workers"])
+            if state["workers"] == 0 and state["waited_s"] > self.rel.no_worker_timeout_s:
+                message = f"no worker is online (waited {state['waited_s']:.0f} s); try again later"
+                if await records.fail_if(run_id, "queued", message):
+                    await self._finish(p.error(message, run_id=run_id, code="no_worker"))
+                    return True
+            if state["idle_workers"] > 0:  # an idle worker would have taken every job queued ahead, and ours
+                watch.stuck_since = watch.stuck_since or now
+                if now - watch.stuck_since >= self.rel.requeue_after_s:  # so it was lost (Redis restarted)
+                    await self._requeue(run_id)  # raises while the layer is down: tried again next tick
+                    watch.stuck_since = None
+            else:
+                watch.stuck_since = None
+            if position != watch.last_position or now - watch.last_sent >= self.rel.position_every_s:
+                watch.last_sent, watch.last_position = now, position
+                await self.send_json(p.queued(run_id, state["queued_ahead"], state["waited_s"], state["workers"]))
+        elif status == "running":
+            age = state["worker_age_s"]
+            if age is None or age > self.rel.lease_s:
+                message = "the worker serving this run stopped; run it again"
+                if await records.fail_if(run_id, "running", message):
+                    await self._finish(p.error(message, run_id=run_id, code="worker_lost"))
+                    return True
+        elif status in TERMINAL:  # the worker's own message normally arrives first
+            watch.terminal_since = watch.terminal_since or now
+            if now - watch.terminal_since >= self.rel.terminal_grace_s:
+                if status == "error":
+                    await self._finish(p.error(state["error"] or "the run failed", run_id=run_id))
+                else:
+                    reason = state["finish_reason"] or status
+                    await self._finish(p.done(run_id, reason, state["stats"] or {"finish_reason": reason}))
+                return True
+        return False
 
     async def _finish(self, message: dict):
         self._clear_run()

@@ -20,7 +20,7 @@ class Reliability:
     terminal_grace_s: float = 2.0  # a run terminal in the DB whose gen.done never came is reported after this
     worker_forget_s: float = 60.0  # a worker row this stale leaves the dashboard
     layer_retry_max_s: float = 5.0  # backoff cap when the channel layer is down
-    requeue_after_s: float = 3.0  # first in line, a worker idle, yet not taken: the job was lost; queue it again
+    requeue_after_s: float = 3.0  # queued while a worker sits idle this long: the job was lost; queue it again
 
 
 @dataclass(frozen=True)

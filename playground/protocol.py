@@ -233,6 +233,7 @@ ACCEPTED, QUEUED, STARTED, FRAME, DONE, ERROR, PONG = "accepted", "queued", "sta
 JOB_RUN, JOB_CANCEL = "job.run", "job.cancel"
 # -- worker -> consumer (the consumer's reply channel; Channels maps "gen.x" to gen_x) ----------
 GEN_STARTED, GEN_FRAME, GEN_DONE, GEN_ERROR = "gen.started", "gen.frame", "gen.done", "gen.error"
+LAYER_PROBE = "layer.probe"  # a consumer to itself: arrives once the channel layer is back
 
 MODES = ("complete", "infill", "instruct")
 MAX_DEPTH = 8  # JSON nesting of a frame or body: {"params": {"stop": [...]}} needs 3
@@ -616,6 +617,10 @@ def gen_error(run_id: int, message: str, code: str | None = None) -> dict:
     if code is not None:
         msg["code"] = code
     return msg
+
+
+def layer_probe() -> dict:
+    return {"type": LAYER_PROBE}
 
 
 def frame_from_gen(message: dict) -> dict:

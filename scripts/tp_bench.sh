@@ -2,8 +2,8 @@
 # Tensor-parallel measurements for a machine with 2 or 4 GPUs of one host (NVLink); not for one GPU.
 # In one call: the multi-GPU tests (NCCL vs the single-GPU paths), the all-reduce latency at decode
 # sizes (NCCL eager / in a CUDA graph / symmetric-memory one-shot), and inference.bench on the 1.5B
-# and 3B shapes at TP=1 (the single-GPU fast path) and TP=2, 4 (the tensor-parallel reference path,
-# with its per-token compute vs sync split). Logs and JSON under $OUT/tp/, a table last.
+# and 3B shapes at TP=1 (the single-GPU fast path) and TP=2, 4 (the fast ranks for greedy decode,
+# with their per-token compute vs sync split). Logs and JSON under $OUT/tp/, a table last.
 # Usage: bash scripts/tp_bench.sh        env: OUT (default out), TOKENS (256), SHAPES, TPS
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -33,9 +33,12 @@ done
 for shape in $SHAPES; do
   for tp in $TPS; do
     [ "$tp" -le "$NGPU" ] || continue
-    timeout 400 python -m inference.bench --shape "$shape" --tp "$tp" --tokens "$TOKENS" --repeats 2 --ttft 128 \
-      --json "$OUT/bench_${shape}_tp$tp.json" > "$OUT/bench_${shape}_tp$tp.log" 2>&1 \
-      || echo "bench $shape tp $tp failed: $(tail -1 "$OUT/bench_${shape}_tp$tp.log")"
+    for reduce in $([ "$tp" -gt 1 ] && echo "nccl symm" || echo nccl); do
+      name=bench_${shape}_tp$tp$([ "$tp" -gt 1 ] && echo "_$reduce")
+      timeout 400 python -m inference.bench --shape "$shape" --tp "$tp" --tp-reduce "$reduce" --tokens "$TOKENS" \
+        --repeats 2 --ttft 128 --json "$OUT/$name.json" > "$OUT/$name.log" 2>&1 \
+        || echo "bench $shape tp $tp $reduce failed: $(tail -1 "$OUT/$name.log")"
+    done
   done
 done
 
@@ -47,7 +50,8 @@ print("|---|---:|---|---:|---:|---:|---:|---:|")
 for f in sorted(glob.glob(f"{out}/bench_*.json")):
     r = json.load(open(f)); d = r["runs"][0]["decode"][0]; tp = r.get("tp", 1)
     cell = lambda k, p: f"{d[k]:.{p}f}" if k in d else "-"
-    print(f"| {r['shape']} | {tp} | {'fast (1 GPU)' if tp == 1 else 'TP reference'} | {d['tok_s']:.0f} "
+    run = r["runs"][0]
+    print(f"| {r['shape']} | {tp} | {run.get('runner', '-')} {run.get('tp_reduce') or ''} | {d['tok_s']:.0f} "
           f"| {d['ms_per_token']:.3f} | {cell('compute_ms_per_token', 3)} | {cell('sync_ms_per_token', 3)} "
           f"| {cell('sync_us_per_collective', 1)} |")
 print("\n| all-reduce | bytes | NCCL eager us | NCCL graph us | symm-mem one-shot graph us |")

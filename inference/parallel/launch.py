@@ -1,13 +1,13 @@
 """Start a tensor-parallel group: rank 0 in this process, ranks 1..tp-1 spawned beside it.
 
-    runner = launch(LaunchSpec(cfg, load, tp=2, device="cpu", max_context=256))
+    runner = launch(LaunchSpec(cfg, load, tp=2, device="cpu", max_context=256))  # fast=True: GPU fast ranks
     runner.start(ids, params); runner.step(); ...; runner.close()
 
 `load(device=...)` returns the full `ModelWeights` on a device (a picklable callable, e.g.
 `functools.partial(checkpoint.load_weights, path, cfg, dtype=...)`): every rank loads, keeps its
 shard and frees the rest, so no weights cross process boundaries. Ranks use cuda:rank (NCCL) on
 a GPU, the CPU (gloo) otherwise. Followers are `torch.multiprocessing` spawn processes that
-wait for commands on a queue ("start", "step", "forced", "stop") and run them on their rank;
+wait for commands on a queue (RANK_CALLS, or "stop") and run them on their rank;
 they report "ready" (or the error that stopped them) once loaded.
 
 Shutdown: NCCL's communicator teardown is collective (a rank's destroy waits for its peers'), so
@@ -23,6 +23,7 @@ One group per process (torch.distributed's default group).
 from __future__ import annotations
 
 import atexit
+import faulthandler
 import os
 import queue
 import socket
@@ -39,9 +40,11 @@ import torch.multiprocessing as mp
 
 from ..config import ModelConfig
 from ..errors import EngineError
+from ..runner import Runner
 from ..weights import ModelWeights
 from .comm import DistComm, init_group
 from .plan import TPPlan
+from .reduce import REDUCERS
 from .runner import RankRunner, TPRunner
 from .shard import shard_weights
 
@@ -49,6 +52,7 @@ NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"
 READY_TIMEOUT_S = 600.0  # loading a checkpoint on every rank
 TEARDOWN_S = 20.0  # leaving the group: long enough for a follower to catch up on queued steps
 EXIT_S = 5.0  # a follower past its teardown: then terminate, then kill
+RANK_CALLS = ("start", "step", "forced_logits", "time_steps", "use_pdl")  # what rank 0 asks a follower to run (runner.TPRunner)
 
 
 @dataclass(frozen=True)
@@ -58,8 +62,13 @@ class LaunchSpec:
     tp: int
     device: str = "cpu"  # "cpu" (gloo) or "cuda" (rank r on cuda:r, NCCL)
     max_context: int = 2048
-    timed: bool = False  # DistComm records time inside collectives (bench)
+    timed: bool = False  # DistComm records time inside collectives (bench; reference ranks)
     timeout_s: float = 300.0  # rendezvous and collectives
+    fast: bool = False  # GPU: each rank runs the fast path (fast.FastRankRunner), else the reference
+    attention: str = "auto"  # the fast ranks' kernel choices (FastRunner's attention, gemv, tuning row)
+    gemv: str = "auto"
+    tuning: str = "auto"
+    reduce: str = "nccl"  # the fast ranks' all-reduce (reduce.py: nccl | symm)
 
     @property
     def backend(self) -> str:
@@ -81,7 +90,7 @@ def check_devices(tp: int, device: str) -> None:
         raise EngineError(f"--tp {tp} needs {tp} GPUs, {n} visible")
 
 
-def build_rank(spec: LaunchSpec, rank: int) -> RankRunner:
+def build_rank(spec: LaunchSpec, rank: int) -> Runner:
     """Load, shard and wrap one rank (the process group must exist)."""
     plan = TPPlan(spec.cfg, spec.tp)
     device = spec.rank_device(rank)
@@ -90,7 +99,14 @@ def build_rank(spec: LaunchSpec, rank: int) -> RankRunner:
     del full
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return RankRunner(plan, rank, shard, DistComm(timed=spec.timed), spec.max_context)
+    comm = DistComm(timed=spec.timed)
+    if not spec.fast:
+        return RankRunner(plan, rank, shard, comm, spec.max_context)
+    from kernels import tuning as tuning_table  # imports Triton: GPU ranks only
+
+    from .fast import FastRankRunner
+    return FastRankRunner(plan, rank, shard, comm, spec.max_context, attention=spec.attention, gemv=spec.gemv,
+                          tuning=tuning_table.by_name(spec.tuning, device), reduce=spec.reduce)
 
 
 class RankGroup:
@@ -103,6 +119,14 @@ class RankGroup:
     def send(self, msg: tuple) -> None:
         for q in self.commands:
             q.put(msg)
+
+    def check(self) -> None:
+        """EngineError if the group was closed or a follower has exited (its collectives would never come)."""
+        if self.closed:
+            raise EngineError("the tensor-parallel group is closed")
+        for p in self.procs:
+            if not p.is_alive():
+                raise EngineError(f"tensor-parallel {p.name} exited (code {p.exitcode}); close the engine")
 
     def close(self) -> None:
         """Stop every follower and leave the group; returns within about TEARDOWN_S + 3 * EXIT_S
@@ -155,6 +179,10 @@ def _free_port() -> int:
 def launch(spec: LaunchSpec) -> TPRunner:
     """Spawn ranks 1..tp-1, join as rank 0, load every shard; EngineError if any rank fails."""
     TPPlan(spec.cfg, spec.tp)  # refuse an uneven split before starting anything
+    if spec.reduce not in REDUCERS:
+        raise EngineError(f"tensor-parallel reduction must be one of {', '.join(REDUCERS)}, not {spec.reduce!r}")
+    if spec.fast and spec.device != "cuda":
+        raise EngineError("the tensor-parallel fast path runs on GPUs (device 'cuda')")
     check_devices(spec.tp, spec.device)
     if dist.is_initialized():
         raise EngineError("a tensor-parallel group is already running in this process (one per process)")
@@ -200,9 +228,12 @@ def _wait_ready(procs: list, replies) -> None:
         raise EngineError(f"tensor-parallel ranks not ready after {READY_TIMEOUT_S:.0f} s: {', '.join(waiting)}")
 
 
-def _exit_with_parent(parent) -> None:
-    """Watchdog thread of a follower: exit the moment rank 0's process is gone."""
+def _exit_with_parent(parent, rank: int) -> None:
+    """Watchdog thread of a follower: exit the moment rank 0's process is gone, saying where this rank was
+    (a hung collective shows up here when the test or bench around rank 0 is killed)."""
     wait_any([parent.sentinel])
+    print(f"tensor-parallel rank {rank}: rank 0's process is gone; exiting. Where this rank was:", file=sys.stderr)
+    faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
     os._exit(1)
 
 
@@ -210,7 +241,7 @@ def _follower_main(rank: int, spec: LaunchSpec, init_method: str, commands, repl
     """A follower process: join the group, load the shard, then run rank 0's commands until "stop"."""
     parent = mp.parent_process()
     if parent is not None:
-        threading.Thread(target=_exit_with_parent, args=(parent,), name="tp-parent-watch", daemon=True).start()
+        threading.Thread(target=_exit_with_parent, args=(parent, rank), name="tp-parent-watch", daemon=True).start()
     try:
         if spec.device == "cpu":
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // spec.tp))
@@ -227,15 +258,13 @@ def _follower_main(rank: int, spec: LaunchSpec, init_method: str, commands, repl
     code = 0
     try:
         while True:
-            msg = commands.get()
-            if msg[0] == "stop":
+            method, *args = commands.get()
+            if method == "stop":
                 break
-            if msg[0] == "start":
-                runner.start(msg[1], msg[2])
-            elif msg[0] == "forced":
-                runner.forced_logits(msg[1])
-            else:
-                runner.step()
+            if method not in RANK_CALLS:
+                raise ValueError(f"unknown command {method!r}")
+            getattr(runner, method)(*args)
+        getattr(runner, "release", lambda: None)()
     except BaseException as e:  # rank 0 sees its own collective fail or time out
         print(f"tensor-parallel rank {rank}: {type(e).__name__}: {e}", file=sys.stderr)
         code = 1

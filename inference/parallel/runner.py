@@ -5,9 +5,11 @@ K/V heads), a `ShardedSampler`, and the same two calls. Every rank runs the same
 same order; the collectives inside keep them in step, and every rank ends a call with the same
 token.
 
-`TPRunner` is rank 0 in the engine's process: each `start` / `step` (or `forced_logits`) is first sent to the other
-ranks (`followers`: the launcher's handles, see launch.py), then run locally; its token is the
-engine's. A request without a seed gets one here, so all ranks draw the same noise.
+`TPRunner` is rank 0 in the engine's process: each `start` / `step` (or `forced_logits`,
+`time_steps`) is first sent to the other ranks (`followers`: the launcher's handles, see
+launch.py), then run locally; its token is the engine's. A request without a seed gets one here,
+so all ranks draw the same noise. Its rank is this reference runner or the GPU fast rank
+(fast.py); the followers run the same kind.
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ class RankRunner(Runner):
 
     def __init__(self, plan: TPPlan, rank: int, shard: ModelWeights, comm: Comm, max_context: int):
         local = plan.local_cfg()
-        self.cfg, self.plan, self.rank = plan.cfg, plan, rank
+        self.comm = comm
+        self.cfg, self.tp_plan, self.rank = plan.cfg, plan, rank
         self.max_context, self.device = max_context, shard.device
         self.w = shard
         self.model = TPModel(local, shard, max_context, comm)
@@ -62,6 +65,9 @@ class RankRunner(Runner):
         self.last = self.sampler(logits[0])
         return self.last
 
+    def use_pdl(self, on: bool) -> None:
+        """Nothing to switch: the reference rank launches no PDL kernels."""
+
     @torch.inference_mode()
     def forced_logits(self, token: int) -> Tensor:
         """Teacher forcing (GPU tests): decode `token` at the next position -> the whole vocabulary's
@@ -69,20 +75,22 @@ class RankRunner(Runner):
         ids = torch.tensor([token], dtype=torch.int64, device=self.device)
         logits = self.model.forward(ids, self.pos, self.cache)[0]
         self.pos += 1
-        return self.model.comm.all_gather(logits)
+        return self.comm.all_gather(logits)
 
 
 class TPRunner(Runner):
-    """Rank 0: drives the followers, runs its own rank, returns the token."""
+    """Rank 0: drives the followers, runs its own rank, returns the token. Its rank is a `RankRunner`
+    (reference path) or a `FastRankRunner` (inference.parallel.fast, GPU)."""
 
-    name = "tp-reference"
-    pdl = False  # inference.bench reports it; the TP path launches no PDL kernels
-
-    def __init__(self, local: RankRunner, followers):
+    def __init__(self, local: Runner, followers):
         self.local, self.followers = local, followers
-        self.cfg, self.max_context, self.device = local.cfg, local.max_context, local.device
-        self.tp = local.plan.tp
+        self.name = local.name
+        self.cfg, self.max_context, self.device = local.tp_plan.cfg, local.max_context, local.device
+        self.tp = local.tp_plan.tp
         self.w, self.cache = local.w, local.cache  # rank 0's shard: bytes each GPU reads per token
+        for name in ("tuning", "attention_mode", "gemv_mode"):  # the fast rank's kernel choices (engine info)
+            if hasattr(local, name):
+                setattr(self, name, getattr(local, name))
 
     @property
     def seed(self) -> int:
@@ -90,22 +98,40 @@ class TPRunner(Runner):
 
     @property
     def comm(self) -> Comm:
-        return self.local.model.comm
+        return self.local.comm
+
+    @property
+    def pdl(self) -> bool:
+        """Whether the ranks' kernels launch with programmatic dependent launch (fast ranks; bench reports it)."""
+        return getattr(self.local, "pdl", False)
+
+    @pdl.setter
+    def pdl(self, on: bool) -> None:
+        """The bench's --no-pdl, on every rank."""
+        self._all("use_pdl", bool(on))
+
+    def _all(self, method: str, *args):
+        """Run `method(*args)` on every rank: sent to the followers first, then run here."""
+        self.followers.check()
+        self.followers.send((method, *args))
+        return getattr(self.local, method)(*args)
 
     def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
         if params.seed is None:
             params = replace(params, seed=int.from_bytes(os.urandom(8), "little") >> 1)
-        self.followers.send(("start", list(prompt_ids), params))
-        return self.local.start(prompt_ids, params)
+        return self._all("start", list(prompt_ids), params)
 
     def step(self) -> Tensor:
-        self.followers.send(("step",))
-        return self.local.step()
+        return self._all("step")
 
     def forced_logits(self, token: int) -> Tensor:
-        self.followers.send(("forced", int(token)))
-        return self.local.forced_logits(token)
+        return self._all("forced_logits", int(token))
+
+    def time_steps(self, pos: int, steps: int, collectives: bool = True) -> float:
+        """The fast ranks' step timing (FastRankRunner.time_steps) on every rank; rank 0's ms per step."""
+        return self._all("time_steps", pos, steps, collectives)
 
     def close(self) -> None:
         """Stop the other ranks and leave the process group (idempotent)."""
+        getattr(self.local, "release", lambda: None)()
         self.followers.close()

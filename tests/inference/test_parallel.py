@@ -3,8 +3,8 @@
 On CPU: the plan's ranges and refusals; shards that put every weight back together; ranks run
 as threads over an in-process Comm (tp 2 and 4, every model family, K/V heads split and
 replicated) giving the tokens the unsplit reference gives; and two real processes over gloo
-behind `Engine.from_pretrained(tp=2)`. On >= 2 GPUs (marker gpu): NCCL, against the single-GPU
-paths.
+behind `Engine.from_pretrained(tp=2)`. On >= 2 GPUs (marker gpu): NCCL, the reference ranks and
+the fast ranks (inference.parallel.fast) against the single-GPU paths.
 """
 
 import threading
@@ -210,12 +210,47 @@ def test_every_rank_generates_the_tokens_of_the_unsplit_reference(models, one_th
         assert got == [want] * tp, mode
 
 
+# ---- the fast rank's layer loop (its launches recorded on CPU; the kernels run in the gpu tests) ----
+
+@pytest.mark.parametrize("rank", [0, 1])
+@pytest.mark.parametrize("two_buffers", [False, True], ids=["nccl-in-place", "symm-two-buffers"])
+def test_a_fast_rank_reduces_after_o_proj_and_down_and_only_rank_0_keeps_the_residual(rank, two_buffers):
+    """Each launch logs the sum of the buffer it works on; the fake all-reduce writes 10 into every
+    element of its destination (NCCL: x in place; symmetric memory: x -> x_mlp after attention,
+    x_mlp -> x after the MLP, so the MLP launches work on x_mlp)."""
+    from types import SimpleNamespace
+
+    from inference.fast.step import LayerLaunches
+    from inference.parallel.fast import FastRankRunner
+
+    log, x = [], torch.ones(4)
+    x_mlp = torch.full((4,), 7.0) if two_buffers else x
+
+    def launch(name, buf):
+        return lambda: log.append((name, buf.sum().item()))
+
+    def all_reduce(src, dst):
+        log.append(("all-reduce", src.sum().item()))
+        dst.fill_(10.0)
+
+    layers = [LayerLaunches(launch("qkv", x), launch("attention", x), launch("o_proj", x), launch("gate_up", x_mlp),
+                            launch("down", x_mlp)) for _ in range(2)]
+    fake = SimpleNamespace(rank=rank, x=x, x_mlp=x_mlp, layer_launches=layers, reducer=all_reduce)
+    FastRankRunner._layers(fake)
+    keep = 1.0 if rank == 0 else 0.0  # o_proj and down add onto the stream on rank 0, onto zeros elsewhere
+    assert log == [("qkv", 4.0), ("attention", 4.0), ("o_proj", 4.0 * keep), ("all-reduce", 4.0 * keep),
+                   ("gate_up", 40.0), ("down", 40.0 * keep), ("all-reduce", 40.0 * keep),
+                   ("qkv", 40.0), ("attention", 40.0), ("o_proj", 40.0 * keep), ("all-reduce", 40.0 * keep),
+                   ("gate_up", 40.0), ("down", 40.0 * keep), ("all-reduce", 40.0 * keep)]
+    assert torch.equal(x, torch.full((4,), 10.0))  # the step ends with the sum in x, where the LM head reads
+
+
 # ---- two processes over gloo behind the Engine ----------------------------------------------------
 
-def tokens_and_stats(engine, prompt, **kw):
+def tokens_and_stats(engine, prompt, n=16, **kw):
     from inference.engine import FinishEvent
 
-    events = list(engine.generate(prompt, SamplingParams(max_tokens=16, ignore_eos=True, **kw)))
+    events = list(engine.generate(prompt, SamplingParams(max_tokens=n, ignore_eos=True, **kw)))
     assert isinstance(events[-1], FinishEvent)
     return [t for e in events[:-1] for t in e.token_ids], events[-1].stats
 
@@ -237,6 +272,9 @@ def test_engine_tp2_over_gloo_generates_what_tp1_generates_and_close_stops_the_r
         # No seed given: rank 0 picks one for every rank and reports it; TP=1 with that seed agrees.
         got, stats = tokens_and_stats(two, "x = ", temperature=1.0)
         assert got == tokens_and_stats(one, "x = ", temperature=1.0, seed=stats.seed)[0]
+        # The bench's --no-pdl reaches every rank (nothing to switch on reference ranks), which go on in step.
+        assert two.runner.pdl is False
+        two.runner.pdl = False
         # Teacher forcing (the GPU tests' tool) reaches every rank: the whole vocabulary's logits.
         cfg, prompt, forced = two.cfg, [5, 6, 7, 8, 9], [11, 12, 13]
         model, cache = ReferenceModel(cfg, load_weights(path, cfg), 64), KVCache(cfg, 64, "cpu", torch.float32)
@@ -281,13 +319,15 @@ def _gone(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_close_returns_within_seconds_when_a_follower_was_killed_mid_request(synth_dir):
+def test_a_dead_follower_fails_the_next_call_and_close_still_returns_within_seconds(synth_dir):
     runner = _launch_tiny(synth_dir)
     try:
         runner.start([5, 6, 7], SamplingParams(max_tokens=8))
         follower = runner.followers.procs[0]
         follower.kill()
         follower.join(timeout=10)
+        with pytest.raises(EngineError, match="tp-rank-1 exited"):  # not a collective that never completes
+            runner.step()
     finally:
         t0 = time.monotonic()
         runner.close()
@@ -344,8 +384,20 @@ def test_engine_refuses_bad_tp_requests_before_starting_any_process(synth_dir):
 
     with pytest.raises(EngineError, match="cannot split this model evenly"):
         Engine.from_pretrained(synth_dir("tiny"), device="cpu", tp=3)
-    with pytest.raises(EngineError, match="fast path runs on one GPU"):
+    with pytest.raises(EngineError, match="fast path needs device='cuda'"):
         Engine.from_pretrained(synth_dir("tiny"), device="cpu", tp=2, fast=True)
+
+
+def test_the_fast_ranks_refuse_the_cpu_before_starting_any_process(synth_dir):
+    from inference.parallel.launch import LaunchSpec, launch
+
+    path = synth_dir("tiny")
+    cfg = ModelConfig.from_file(path / "config.json")
+    with pytest.raises(EngineError, match="fast path runs on GPUs"):
+        launch(LaunchSpec(cfg, None, 2, "cpu", 64, fast=True))
+    with pytest.raises(EngineError, match="reduction must be one of nccl, symm"):
+        launch(LaunchSpec(cfg, None, 2, "cuda", 64, fast=True, reduce="ring"))
+    assert not torch.distributed.is_initialized()
 
 
 # ---- >= 2 GPUs: NCCL ------------------------------------------------------------------------------
@@ -355,7 +407,7 @@ def test_engine_refuses_bad_tp_requests_before_starting_any_process(synth_dir):
 @pytest.mark.parametrize("shape", ["qwen2.5-coder-1.5b", "qwen3-1.7b"])
 @pytest.mark.parametrize("tp", [2, 4])
 def test_nccl_tp_matches_the_single_gpu_paths(tmp_path, shape, tp):
-    """float32: greedy tokens identical to the one-GPU reference. bf16, teacher-forced over 128
+    """The reference ranks (fast=False). float32: greedy tokens identical to the one-GPU reference. bf16, teacher-forced over 128
     positions: against the one-GPU bf16 reference forward (the same eager math unsplit: only the
     split sums differ; >= 99% top-1, rel err <= 1e-2) and against the one-GPU fast path with the
     fast path's own bars for a bf16 prefill then decode (>= 98%, <= 2e-2)."""
@@ -372,7 +424,7 @@ def test_nccl_tp_matches_the_single_gpu_paths(tmp_path, shape, tp):
     prompt, forced = ids[:32], ids[32:]
 
     ref = Engine.from_pretrained(path, device="cuda", dtype="float32", fast=False, max_context=512)
-    tp32 = Engine.from_pretrained(path, device="cuda", dtype="float32", max_context=512, tp=tp)
+    tp32 = Engine.from_pretrained(path, device="cuda", dtype="float32", fast=False, max_context=512, tp=tp)
     try:
         want = tokens_and_stats(ref, Prompt.from_ids(prompt))[0]
         assert tokens_and_stats(tp32, Prompt.from_ids(prompt))[0] == want
@@ -387,7 +439,7 @@ def test_nccl_tp_matches_the_single_gpu_paths(tmp_path, shape, tp):
                      for i, t in enumerate(forced)]).float()
     del ref16, cache
     fast = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512)
-    tp16 = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512, tp=tp)
+    tp16 = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", fast=False, max_context=512, tp=tp)
     try:
         params = SamplingParams(max_tokens=256)
         fast.runner.start(prompt, params)
@@ -405,6 +457,60 @@ def test_nccl_tp_matches_the_single_gpu_paths(tmp_path, shape, tp):
           f"vs the fast path {vs_fast}")
     assert vs_ref[0] >= 0.99 and vs_ref[1] <= 1e-2
     assert vs_fast[0] >= 0.98 and vs_fast[1] <= 2e-2
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+@pytest.mark.parametrize("shape, reduce", [("qwen2.5-coder-1.5b", "nccl"), ("qwen2.5-coder-1.5b", "symm"),
+                                           ("qwen3-1.7b", "nccl")])
+def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path(tmp_path, shape, reduce):
+    """TP=2 fast ranks (NCCL or symmetric-memory all-reduce), bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
+    all-reduces + distributed argmax, captured) generates exactly the greedy tokens that the same
+    kernels launched eagerly pick, token by token (teacher-forced on the graph's own tokens).
+    (2) Teacher-forced over 128 positions against the one-GPU fast path: the bars the fast path's
+    own bf16 prefill-then-decode test uses (>= 98% top-1, rel err <= 2e-2; the split sums and the
+    eager reference prefill differ in rounding). (3) The bench's timing hooks run. (4) close()
+    stops the other rank within seconds."""
+    from inference.engine import Engine
+    from inference.prompts import Prompt
+    from inference.synth import write_checkpoint
+
+    path = write_checkpoint(shape, tmp_path / "m", layers=4, device="cuda")
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 30000, (160,), generator=g).tolist()
+    prompt, forced = ids[:32], ids[32:]
+    one = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512)
+    two = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512, tp=2, tp_reduce=reduce)
+    try:
+        assert (two.info["runner"], two.info["fast_path"], two.info["tp"]) == ("tp-cuda-graph", True, 2)
+        assert two.info["tp_reduce"] == reduce
+        greedy = SamplingParams(max_tokens=256)
+        got = tokens_and_stats(two, Prompt.from_ids(prompt), n=64)[0]
+        assert len(got) == 64
+        first = int(two.runner.start(prompt, greedy).cpu()[0])
+        eager = [first] + [int(two.runner.forced_logits(t).argmax()) for t in got[:-1]]
+        assert eager == got, f"graph and eager kernels part at token {next(i for i, (a, b) in enumerate(zip(eager, got)) if a != b)}"
+        want = tokens_and_stats(one, Prompt.from_ids(prompt), n=64)[0]
+        same = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), len(got))
+
+        one.runner.start(prompt, greedy)
+        a = torch.stack([one.runner.forced_logits(t) for t in forced]).float()
+        two.runner.start(prompt, greedy)
+        b = torch.stack([two.runner.forced_logits(t) for t in forced]).float().to(a.device)
+        top1 = (a.argmax(-1) == b.argmax(-1)).float().mean().item()
+        rel = ((b - a).norm() / a.norm()).item()
+        with_sync, alone = two.runner.time_steps(64, 32, True), two.runner.time_steps(64, 32, False)
+        print(f"{shape} tp=2 fast ranks ({reduce}): greedy tokens equal to the one-GPU fast path's for {same} of 64; "
+              f"teacher-forced top-1 {top1:.4f}, rel err {rel:.2e}; step {with_sync:.3f} ms, "
+              f"without collectives {alone:.3f} ms")
+        assert top1 >= 0.98 and rel <= 2e-2
+        assert with_sync > 0 and alone > 0
+        procs = two.runner.followers.procs
+    finally:
+        t0 = time.monotonic()
+        two.close()
+        closed_in = time.monotonic() - t0
+    assert not any(p.is_alive() for p in procs) and closed_in < 10.0
 
 
 @pytest.mark.gpu

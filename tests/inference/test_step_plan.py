@@ -339,3 +339,29 @@ def test_the_recorded_cases_cover_every_mode_shape_and_gpu():
     assert {c[3] for c in cases if c[2] == "bf16"} == {f"{a}/{g}" for a in ("auto", "cuda", "triton")
                                                       for g in ("auto", "overlap", "triton")}
     assert sum(not v.startswith("error") for v in DATA["cases"].values()) >= 150
+
+
+# -- on a GPU: the runner measures the target the fakes above assume ----------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("weights", ["bf16", "fp8"])
+def test_a_real_runner_plans_as_the_fakes_assume(weights, tmp_path):
+    """FastRunner's Target on this GPU is the fake GPU's of the same kind (an H100/H200 with NVRTC: "h200";
+    otherwise nothing compiled), so the recorded cases above describe the step it runs; its plan is choose()'s."""
+    from inference.engine import Engine
+    from inference.synth import write_checkpoint
+    from kernels import _cuda_rtc
+
+    path = write_checkpoint("qwen2.5-coder-1.5b", tmp_path / "m", layers=2, device="cuda")
+    runner = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=2048, weights=weights).runner
+    cfg = runner.cfg
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    gpu = FakeGpu("this", runner.tuning, sms, _cuda_rtc.available(runner.device))
+    assert runner.target == target(gpu, cfg, "fp8" if weights == "fp8" else "bf16")
+    assert runner.plan == choose(cfg, runner.tuning, runner.target)
+    assert runner.step_plan() == runner.plan.at(0) and runner.layer_plan == runner.plan.at(0)
+    if gpu.nvrtc and runner.tuning.name == "h200":
+        assert (runner.step_plan().attention_kind, runner.step_plan().gemv_kind) == (
+            "cuda", "overlap" if weights == "bf16" else "triton")
+    print("\n" + "\n".join(runner.plan.describe()))

@@ -159,3 +159,34 @@ def test_clients_gone_before_started_cost_the_worker_nothing(stack):
         time.sleep(0.2)
     assert [status for status, _ in rows] == ["cancelled"] * 5, rows
     assert all((tokens or 0) < 200 for _, tokens in rows), rows
+
+
+def test_a_redis_restart_mid_run_tells_every_client_and_loses_nothing_queued(stack):
+    """Redis dies (kill -9) while a run streams and two wait behind it, and comes back empty: the
+    streaming client hears its run end (error or done) within 5 s of Redis being back, the queued
+    jobs (gone with Redis) are queued again and served, the worker survives, no socket closes."""
+    w1 = stack.worker("w1")
+    a, run_a = start_long_run(stack.web)
+    queued = []
+    for source in ("127.0.0.2", "127.0.0.3"):  # other client IPs: the per-client limits stay out of the way
+        client = WSClient(stack.web, source=source)
+        client.send(SHORT)
+        queued.append((client, client.until(lambda m: m["type"] == "accepted")[-1]["run_id"]))
+    stack.redis.kill()
+    time.sleep(1.0)
+    stack.redis.start()  # empty: no persistence, the queued jobs are gone
+    back = time.monotonic()
+
+    end_a = a.until(ended, timeout=5)[-1]  # raises if silent for 5 s; a close (1011) raises Closed
+    assert end_a["run_id"] == run_a and end_a["type"] in ("error", "done"), end_a
+    for client, run_id in queued:
+        end = client.until(ended, timeout=15)[-1]
+        assert end["run_id"] == run_id and end["type"] == "done", end  # served after the restart
+    assert time.monotonic() - back < 15
+    assert w1.poll() is None  # the worker survived
+    statuses = dict(query(stack.db, "select id, status from playground_run"))
+    assert statuses[run_a] in ("error", "done") and all(statuses[r] == "done" for _, r in queued), statuses
+    for client in (a, queued[0][0]):  # no 1011: the same sockets run again
+        client.send(SHORT)
+        assert client.until(ended, timeout=30)[-1]["type"] == "done"
+    assert "Traceback" not in stack.procs.logs(), stack.procs.logs()

@@ -18,8 +18,11 @@ class Closed(Exception):
 
 
 class WSClient:
-    def __init__(self, port: int, path: str = "/ws/generate/", origin: str | None = None, timeout: float = 10):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int, path: str = "/ws/generate/", origin: str | None = None, timeout: float = 10,
+                 source: str | None = None):
+        """`source`: a loopback address to connect from (127.0.0.2, ...): another client IP for the limits."""
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout,
+                                             source_address=(source, 0) if source else None)
         key = base64.b64encode(os.urandom(16)).decode()
         origin = origin or f"http://127.0.0.1:{port}"
         request = (f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"

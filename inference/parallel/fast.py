@@ -1,0 +1,215 @@
+"""One rank's GPU fast path under tensor parallelism: the one-GPU fast path's kernels on the rank's
+shard, the step's reductions inside the same CUDA graph.
+
+`FastRankRunner` is `FastRunner` (inference.fast.runner: fused Triton kernels, one CUDA graph per
+step) built on the rank's shard with the shard's config (`TPPlan.local_cfg`: its heads, FFN slice
+and vocabulary rows), plus three things a split step needs:
+- o_proj and down_proj each leave a partial sum of the layer's output in the residual buffer; an
+  all-reduce captured in the graph completes it (reduce.py: NCCL's in place, or symmetric memory's
+  one-shot into the other of two buffers: then a layer's attention half works in x, its MLP half in
+  x_mlp). Rank 0's kernels add onto the stream as on one GPU, so its partial carries the residual;
+  the other ranks zero the buffer first. The layer launches are FastRunner's, bound from its step
+  plan (inference.fast.plan/step); this class runs them with the reductions between.
+- the LM head gives the rank's vocabulary slice of the logits; the greedy token is a distributed
+  argmax (each rank's best (value, id), one all-gather of two numbers: `Comm.argmax`), fed back
+  by feed_token on every rank, so every rank's graph continues from the same token.
+- prefill, and decode of requests that sample, use a repetition penalty or want logprobs, run the
+  reference rank (`RankRunner`: eager PyTorch with the same collectives) on the same shard and
+  KV cache; only greedy decode runs the graph.
+`time_steps` replays the step back to back with or without its collectives (the bench's
+compute-vs-sync split). GPU only; the CPU tests check the reference rank, the gpu tests of
+tests/inference/test_parallel.py check this against the one-GPU fast path.
+Not here: a fused or overlapped reduction (the all-reduce is its own launch between two kernels).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from kernels.feed_token import feed_token
+
+from ..fast.runner import FastRunner
+from ..fast.step import LayerLaunches, bind_step
+from ..sampling import SamplingParams
+from ..weights import ModelWeights
+from .comm import Comm
+from .plan import TPPlan
+from .reduce import NoReduce, make_reducer
+from .runner import RankRunner
+
+
+class LocalComm(Comm):
+    """No collectives: each rank alone (the timing of a step's compute without its sync)."""
+
+    world = 1
+
+    def all_reduce_(self, t: Tensor) -> Tensor:
+        return t
+
+    def all_gather(self, t: Tensor) -> Tensor:
+        return t
+
+
+class _WithX:
+    """A runner's state with another residual buffer: what bind_step reads, x replaced."""
+
+    def __init__(self, runner, x: Tensor):
+        self._runner, self.x = runner, x
+
+    def __getattr__(self, name):
+        return getattr(self._runner, name)
+
+
+class FastRankRunner(FastRunner):
+    name = "tp-cuda-graph"
+
+    def __init__(self, plan: TPPlan, rank: int, shard: ModelWeights, comm: Comm, max_context: int,
+                 attention: str = "auto", gemv: str = "auto", tuning=None, pdl: bool | None = None,
+                 reduce: str = "nccl"):
+        """plan: the split (FastRunner's own `plan` is its step plan); reduce: the all-reduce in the step
+        (reduce.py: "nccl" or "symm")."""
+        self.tp_plan, self.rank, self.comm = plan, rank, comm
+        self.ref = RankRunner(plan, rank, shard, comm, max_context)  # prefill, non-greedy decode
+        super().__init__(plan.local_cfg(), shard, max_context, pdl=pdl, attention=attention, gemv=gemv,
+                         tuning=tuning)
+        self.reduce_kind = reduce
+        self.reducer = make_reducer(reduce, comm, plan.cfg.hidden_size, self.device)
+        # x, and where the attention half's all-reduce leaves its sum for the MLP half: x itself (NCCL, in
+        # place), or the second of the reducer's two symmetric buffers (x is the first).
+        self.x, self.x_mlp = self.reducer.buffers or (self.x, self.x)
+        self.cache = self.ref.cache  # one KV cache for both paths (the same layout)
+        self._plan(self.plan)  # rebind the launches to that cache and x
+        self.sampler = self.ref.sampler.full  # the request's mode, step and seen tokens (whole vocabulary)
+        self.vocab_start = plan.vocab(rank).start
+        self.graph_decode = False  # the current request decodes with the graph
+
+    # -- the split step, as captured ----------------------------------------------------------
+    def _plan(self, plan) -> None:
+        self._layer_launches: dict[tuple[str, str], list[LayerLaunches]] = {}
+        super()._plan(plan)
+
+    def _select_attention(self, pos: int) -> None:
+        """FastRunner's choice and binding of the step's launches, plus the layer launches this rank runs:
+        with x_mlp apart from x, gate/up and down bound to x_mlp (a second binding of the same plan)."""
+        super()._select_attention(pos)
+        if getattr(self, "x_mlp", self.x) is self.x:
+            self.layer_launches = self.launches.layers
+            return
+        p = self.layer_plan
+        key = (p.attention_kind, p.gemv_kind)
+        if key not in self._layer_launches:
+            mlp = bind_step(p, _WithX(self, self.x_mlp), self.workspaces[p.attention_kind]).layers
+            self._layer_launches[key] = [LayerLaunches(a.qkv, a.attention, a.o_proj, b.gate_up, b.down)
+                                         for a, b in zip(self.launches.layers, mlp)]
+        self.layer_launches = self._layer_launches[key]
+
+    def _layers(self):
+        """FastRunner's layer launches (the step plan, bound to this shard), each residual-adding GEMV
+        (o_proj into x, down into x_mlp) leaving a partial sum that the reducer completes into the buffer
+        the next half reads (x_mlp, then x); ranks other than 0 start those GEMVs from zero, so only rank
+        0's partial carries the residual."""
+        partial = self.rank != 0
+        x, x_mlp = self.x, self.x_mlp
+        for layer in self.layer_launches:
+            layer.qkv()
+            layer.attention()
+            if partial:
+                x.zero_()
+            layer.o_proj()
+            self.reducer(x, x_mlp)
+            layer.gate_up()
+            if partial:
+                x_mlp.zero_()
+            layer.down()
+            self.reducer(x_mlp, x)
+
+    def _fused_step(self) -> bool:
+        return False  # the argmax spans ranks: LM head, then the distributed argmax
+
+    def _step_body(self):
+        self._layers()
+        self._lm_head()
+        token = self.comm.argmax(self.logits, self.vocab_start)
+        feed_token(token, self.token, self.pos, self.w.embed, self.x, ring=self.ring)
+
+    # -- Runner API (every rank runs the same calls in the same order) ------------------------
+    @torch.inference_mode()
+    def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
+        first = self.ref.start(prompt_ids, params)
+        self.seed = self.ref.seed
+        self.logprobs_k = None
+        self.graph_decode = params.greedy and params.repetition_penalty == 1.0 and params.logprobs is None
+        if not self.graph_decode:
+            return first
+        n = len(prompt_ids)
+        self.token.copy_(first)
+        self.pos.fill_(n)
+        self.host_pos = n
+        self._embed()
+        if self.use_graph:  # the graphs of the last and the first step, as FastRunner.start captures them
+            for pos in (n + params.max_tokens - 1, n):
+                self._select_attention(pos)
+                self._graph()
+        return first
+
+    @torch.inference_mode()
+    def step(self) -> Tensor:
+        return super().step() if self.graph_decode else self.ref.step()
+
+    @torch.inference_mode()
+    def forced_logits(self, token: int) -> Tensor:
+        """Teacher forcing (GPU tests): the whole vocabulary's logits [V] float32 after `token`,
+        through the graph's kernels (eagerly) on a greedy request, else the reference rank."""
+        if not self.graph_decode:
+            return self.ref.forced_logits(token)
+        self.token.fill_(token)
+        self._select_attention(self.host_pos)
+        logits = self._forward_token().clone()
+        self.pos.add_(1)
+        self.host_pos += 1
+        return self.comm.all_gather(logits)
+
+    def use_pdl(self, on: bool) -> None:
+        """Launch with programmatic dependent launch or not (FastRunner.pdl: rebinds, drops graphs)."""
+        self.pdl = on
+
+    def release(self) -> None:
+        """Drop the captured graphs (they hold NCCL work) before the process group is destroyed."""
+        self.graphs = {}
+
+    @torch.inference_mode()
+    def time_steps(self, pos: int, steps: int, collectives: bool = True) -> float:
+        """Device ms per greedy step over `steps` back-to-back replays of the step graph from position
+        `pos` (pos + steps <= max_context), the request's state restored afterwards. collectives=False
+        replays a graph captured without them (each rank alone: the compute of a step, no sync)."""
+        assert pos + steps <= self.max_context
+        self._select_attention(pos + steps - 1)
+        last = (self.attention_kind, self.gemv_kind)
+        self._select_attention(pos)
+        assert last == (self.attention_kind, self.gemv_kind), "time_steps: the kernels change within these positions"
+        saved = (self.token.clone(), self.pos.clone(), self.x.clone(), self.sampler.step.clone(),
+                 self.sampler.seen.clone())
+        host_pos, comm, reducer, graphs, mode = self.host_pos, self.comm, self.reducer, self.graphs, self.graph_decode
+        self.graph_decode = True
+        try:
+            if not collectives:
+                self.comm, self.reducer, self.graphs = LocalComm(), NoReduce(), {}
+            graph = self._graph()
+            self.token.fill_(0)
+            self.pos.fill_(pos)
+            self._embed()
+            graph.replay()  # warm
+            self.pos.fill_(pos)
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            for _ in range(steps):
+                graph.replay()
+            b.record()
+            b.synchronize()
+            return a.elapsed_time(b) / steps
+        finally:
+            self.comm, self.reducer, self.graphs, self.graph_decode = comm, reducer, graphs, mode
+            self._restore(saved)
+            self.host_pos = host_pos
+            self._select_attention(host_pos)
