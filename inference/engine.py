@@ -120,8 +120,8 @@ class Engine:
         tp > 1 splits the model over tp processes (inference.parallel: on GPUs each rank runs the
         fast path's kernels for greedy decode unless fast=False, else the reference path; `close()`
         stops them; tp_reduce: the fast ranks' all-reduce, nccl or symm). weights: None (the
-        checkpoint's values in dtype), "fp8" (inference.quant: e4m3
-        linear layers with per-channel scales, quantized at load; activations in dtype; Triton GEMVs
+        checkpoint's values in dtype), "fp8" (inference.quant: e4m3 linear layers with a scale and
+        offset per 32 columns, quantized at load; activations in dtype; Triton GEMVs
         only; off the fast path the reference forward runs the dequantized FP8 values; tp 1 only) or
         a 16/32-bit name (bf16, fp16, fp32: the same as that dtype).
         """
@@ -146,8 +146,8 @@ class Engine:
         on_fast_path = tp == 1 and device.startswith("cuda") and fast is not False
         if fp8 and tp != 1:
             raise EngineError("FP8 weights run on one device (tp 1)")
-        if fp8 and any(k % 4 for k in (cfg.hidden_size, cfg.q_size, cfg.intermediate_size)):
-            raise EngineError("FP8 weights need hidden, attention and MLP sizes that are multiples of 4")
+        if fp8 and any(k % 32 for k in (cfg.hidden_size, cfg.q_size, cfg.intermediate_size)):
+            raise EngineError("FP8 weights need hidden, attention and MLP sizes that are multiples of 32")
         weights_detail = str(dtype).removeprefix("torch.")
         runner: Runner
         if tp != 1:

@@ -49,7 +49,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--speculate", action=argparse.BooleanOptionalAction, default=False,
                    help="prompt-lookup speculation for greedy runs (default off)")
     p.add_argument("--weights", default=None, choices=["fp8", "bf16", "fp16", "fp32"],
-                   help="fp8: e4m3 linear layers with per-channel scales, quantized at load (default: --dtype)")
+                   help="fp8: e4m3 linear layers, scale+offset per 32 columns, quantized at load (default: --dtype)")
     p.add_argument("--max-context", type=int, default=None, help="KV cache length (default min(model, 32768))")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     add_kernel_args(p)

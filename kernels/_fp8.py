@@ -1,17 +1,20 @@
 """Shared pieces of the FP8-weight GEMV kernels (kernels/fp8_*.py): unpacking e4m3 with integer ops, one
-tile's products, launch configs and argument checks.
+tile's group sums, launch configs and argument checks.
 
-Weights are e4m3 [N, K] (row-major, K % 4 == 0) with one float32 scale per row; activations stay float32,
-products are summed in float32 and the row's scale multiplies the finished dot product. A row is read as
-K/4 int32 words; byte j of word c is column 4c + j, so each tile pairs with x through four stride-4 reads
-(L1 hits: x is a few KB). Measured on an H100 (lab/probe_fp8_gemv.py, the same configs on two
-machines whose LM head timed the same): storing rows K-quarter interleaved instead, so those reads become
-four contiguous chunks, made the layer GEMVs 5-13% slower (1.5B gate/up 14.8 -> 16.7 us, down 9.6 -> 10.1).
+Weights are e4m3 [N, K] (row-major, K % 32 == 0) with a float32 scale and offset per row and group of
+32 columns (inference.quant): w = offset + scale * q. Activations stay float32 and products are summed
+in float32; a group's dot product is scale * sum(q * x) + offset * sum(x), so a tile [BLOCK_N, BLOCK_K]
+is handled as [BLOCK_N, groups, 8 words]: the 8 words of a group are summed, then the group's scale
+and offset applied (`group_tile`). A row is read as K/4 int32 words; byte j of word c is column 4c + j,
+so each tile pairs with x through four stride-4 reads (L1 hits: x is a few KB). Measured on an H100
+(lab/probe_fp8_gemv.py, per-row scales then, the same configs on two machines whose LM head timed the
+same): storing rows K-quarter interleaved instead, so those reads become four contiguous chunks, made
+the layer GEMVs 5-13% slower (1.5B gate/up 14.8 -> 16.7 us, down 9.6 -> 10.1).
 
 Unpacking: each byte becomes a float32 with integer ops only (`e4m3_byte`): sign to bit 31, the 7
 exponent/mantissa bits to bits 26..20. That is the e4m3 value times 2^-120 exactly (e4m3 subnormals
-land on float32 subnormals, which FMAs keep: Triton does not flush them), so the epilogue multiplies
-the scale by 2^120 (UNIT). Measured against the hardware conversion (.to(tl.float32) of e4m3) on an H100,
+land on float32 subnormals, which FMAs keep: Triton does not flush them), so each group's scale is
+multiplied by 2^120 (UNIT) before it scales the group's sum. Measured against the hardware conversion (.to(tl.float32) of e4m3) on an H100,
 each with its best config (row-major both): the LM head 1.11-1.14x
 and the 1.5B's gate/up 1.24x faster, the other weights of the 1.5B / Llama-1B / 3B shapes within -7%..+7%
 (lab/probe_fp8_gemv.py).
@@ -27,6 +30,8 @@ from kernels._util import interpreting
 
 E4M3 = torch.float8_e4m3fn
 UNIT = 1.329227995784916e36  # 2.0 ** 120, exact in float32: what the scales are multiplied by
+GROUP = 32  # e4m3 columns per scale and offset (inference.quant.GROUP)
+GW: tl.constexpr = tl.constexpr(8)  # int32 words per group
 
 
 @triton.jit
@@ -53,27 +58,50 @@ def x_chunk(x_ptr, norm_w_ptr, k_offs, k_mask, HAS_NORM: tl.constexpr):
 
 
 @triton.jit
-def tile_products(w, x_ptr, norm_w_ptr, offs, KQ, HAS_NORM: tl.constexpr):
-    """One tile of int32 words w [BN, BW] at word offsets offs (< KQ = K/4) times x -> (products [BN, BW] fp32,
-    a word's four columns summed in-thread, times 2^-120; x^2 [BW] of the same columns)."""
+def word_offsets(k0, NG: tl.constexpr):
+    """Word offsets [NG, GW] of the NG groups of a tile starting at word k0."""
+    return k0 + tl.arange(0, NG)[:, None] * GW + tl.arange(0, GW)[None, :]
+
+
+@triton.jit
+def load_words(w_rows, offs, row_mask, KQ):
+    """The tile of int32 words [BN, NG, GW] at word offsets offs [NG, GW] of rows w_rows [BN, 1, 1] (0 past
+    KQ or the last row)."""
+    return tl.load(w_rows + offs[None, :, :], mask=row_mask[:, None, None] & (offs < KQ)[None, :, :], other=0)
+
+
+@triton.jit
+def group_tile(w, k0, s_rows, o_rows, row_mask, KG, x_ptr, norm_w_ptr, KQ, unit, HAS_NORM: tl.constexpr,
+               NG: tl.constexpr):
+    """One tile of int32 words w [BN, NG, GW] starting at word k0 (a multiple of GW; words past KQ = K/4 are 0)
+    times x -> (its dot products per group [BN, NG] fp32: scale * sum(q * x) + offset * sum(x); x^2 [NG, GW]
+    of its columns). s_rows / o_rows [BN, 1]: the rows' scale and offset pointers; KG = K/32 groups a row."""
+    offs = word_offsets(k0, NG)
     mask = offs < KQ
     x, sq = x_chunk(x_ptr, norm_w_ptr, offs * 4, mask, HAS_NORM)
-    p = e4m3_byte(w, 0) * x[None, :]
+    p = e4m3_byte(w, 0) * x[None, :, :]
+    xs = x
     for j in tl.static_range(1, 4):
         x, s = x_chunk(x_ptr, norm_w_ptr, offs * 4 + j, mask, HAS_NORM)
-        p += e4m3_byte(w, j) * x[None, :]
+        p += e4m3_byte(w, j) * x[None, :, :]
+        xs += x
         sq += s
-    return p, sq
+    g = k0 // GW + tl.arange(0, NG)
+    gm = row_mask[:, None] & (g < KG)[None, :]
+    scale = tl.load(s_rows + g[None, :], mask=gm, other=0.0)
+    offset = tl.load(o_rows + g[None, :], mask=gm, other=0.0)
+    return tl.sum(p, axis=2) * (scale * unit) + offset * tl.sum(xs, axis=1)[None, :], sq
 
 
-def check_fp8(q: torch.Tensor, scale: torch.Tensor, rows: int | None = None) -> None:
-    """Asserts for an FP8 weight: q [N, K] contiguous e4m3 with K % 4 == 0, scale [rows or N] float32."""
+def check_fp8(q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor) -> None:
+    """Asserts for an FP8 weight: q [N, K] contiguous e4m3 with K % 32 == 0, scale and offset [N, K/32] float32."""
     assert q.dim() == 2 and q.is_contiguous() and q.dtype == E4M3, "q must be contiguous [N, K] float8_e4m3fn"
-    assert q.shape[1] % 4 == 0, f"K must be a multiple of 4, got {q.shape[1]}"
-    n = q.shape[0] if rows is None else rows
-    assert scale.dim() == 1 and scale.shape[0] == n and scale.dtype == torch.float32 and scale.is_contiguous(), \
-        f"scale must be contiguous [{n}] float32"
-    assert scale.device == q.device
+    assert q.shape[1] % GROUP == 0, f"K must be a multiple of {GROUP}, got {q.shape[1]}"
+    groups = (q.shape[0], q.shape[1] // GROUP)
+    for name, t in (("scale", scale), ("offset", offset)):
+        assert t.shape == groups and t.dtype == torch.float32 and t.is_contiguous(), \
+            f"{name} must be contiguous {list(groups)} float32"
+        assert t.device == q.device
 
 
 def words(q: torch.Tensor) -> torch.Tensor:
@@ -81,9 +109,10 @@ def words(q: torch.Tensor) -> torch.Tensor:
     return q.view(torch.int32)
 
 
-def dequantize(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
-    """float32 [N, K]: the reference twins' weight."""
-    return q.float() * scale[:, None]
+def dequantize(q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
+    """float32 [N, K] = offset + scale * q per group: the reference twins' weight."""
+    n, k = q.shape
+    return (q.float().view(n, k // GROUP, GROUP) * scale[..., None] + offset[..., None]).view(n, k)
 
 
 def fp8_config(kind: str, n: int, k: int) -> dict:
@@ -93,7 +122,7 @@ def fp8_config(kind: str, n: int, k: int) -> dict:
     and 3B shapes: QKV (4, 512, 4), o_proj and down (4, 2048, 8), gate/up (8, 512, 4), LM head (16, 512, 4);
     larger tiles per thread (16 rows x 8 warps) spill and run up to 2x slower."""
     if interpreting():
-        return {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4}
+        return {"BLOCK_N": 8, "BLOCK_K": 64, "num_warps": 4}  # BLOCK_K: a multiple of GROUP, a power of 2
     cap = max(64, triton.next_power_of_2(k))
     if kind == "gate_up":
         bn, bk, w = 8, 512, 4

@@ -46,10 +46,10 @@ def launcher(kind, n, k, cfg):
     nw = torch.ones(k, device="cuda", dtype=torch.bfloat16)
     out = torch.empty(n // 2 if kind == "gate_up" else n, device="cuda")
     if kind == "gate_up":
-        return lambda w: fp8_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, out, pdl=True, config=cfg)
+        return lambda w: fp8_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out, pdl=True, config=cfg)
     if kind == "residual":
-        return lambda w: fp8_gemv_residual(x, w.q, w.scale, out, pdl=True, config=cfg)
-    return lambda w: fp8_rmsnorm_gemv(x, w.q, w.scale, out, norm_w=nw, pdl=True, config=cfg)
+        return lambda w: fp8_gemv_residual(x, w.q, w.scale, w.offset, out, pdl=True, config=cfg)
+    return lambda w: fp8_rmsnorm_gemv(x, w.q, w.scale, w.offset, out, norm_w=nw, pdl=True, config=cfg)
 
 
 def main(argv=None) -> int:
@@ -66,7 +66,7 @@ def main(argv=None) -> int:
             if key in seen:
                 continue
             seen.add(key)
-            nbytes = n * k + 4 * n
+            nbytes = n * k + 8 * n * (k // 32)  # e4m3 + float32 scale and offset per 32
             ws = copies(lambda: quantize_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02), nbytes)
             rule = fp8_config("gemv" if kind == "head" else kind, n // 2 if kind == "gate_up" else n, k)
             rule = (rule["BLOCK_N"], rule["BLOCK_K"], rule["num_warps"])

@@ -2,7 +2,7 @@
 
 Same loop, same single CUDA graph per step, same attention kernels and sampler tail as FastRunner; the
 step plan (inference.fast.plan, for FP8 weights) changes only the weight-reading launches. Per layer:
-    qkv         fp8_rmsnorm_gemv          input RMSNorm + QKV (+ bias)          e4m3 weights, per-row scales
+    qkv         fp8_rmsnorm_gemv          input RMSNorm + QKV (+ bias)     e4m3, scale+offset per 32 columns
     attention   decode / cluster attention (unchanged: the KV cache stays bf16)
     o_proj      fp8_gemv_residual         o_proj, residual added in place
     gate_up     fp8_rmsnorm_gate_up_silu  post-attention RMSNorm + gate/up + SiLU*up

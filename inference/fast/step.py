@@ -95,8 +95,8 @@ def leading_raw_bytes(w: Tensor | Fp8Weight, nbytes: int) -> Tensor:
 
 
 def operands(w: Tensor | Fp8Weight) -> tuple[Tensor, ...]:
-    """A weight as its kernels take it: the tensor, or an FP8 weight's values and per-row scales."""
-    return (w.q, w.scale) if isinstance(w, Fp8Weight) else (w,)
+    """A weight as its kernels take it: the tensor, or an FP8 weight's values, scales and offsets."""
+    return (w.q, w.scale, w.offset) if isinstance(w, Fp8Weight) else (w,)
 
 
 def bind_step(plan: LayerPlan, s, workspace, kernels: dict[str, Callable] = KERNELS) -> StepLaunches:

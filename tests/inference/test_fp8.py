@@ -1,4 +1,5 @@
-"""Spec for FP8 weights on CPU (inference.quant and Engine(weights="fp8")): per-channel e4m3 quantization,
+"""Spec for FP8 weights on CPU (inference.quant and Engine(weights="fp8")): e4m3 quantization with a scale and
+an offset per group of 32 columns,
 the FP8 reference forward (dequantized values through the plain forward), the prefill's linear, and the
 engine option's errors. The GPU kernels' and fast path's specs: tests/kernels/test_fp8_gemv.py and
 tests/inference/test_fp8_fast_path.py."""
@@ -6,54 +7,75 @@ tests/inference/test_fp8_fast_path.py."""
 import pytest
 import torch
 
-from inference.quant import (E4M3_MAX, Fp8Weight, dequantize_model, describe, linear, quantize_fp8,
+from inference.quant import (Q_HALF_RANGE, Fp8Weight, dequantize_model, describe, linear, quantize_fp8,
                              quantize_model)
 
 
-def test_quantize_uses_one_scale_per_row_and_rounds_to_the_nearest_e4m3():
+def test_quantize_gives_each_group_of_32_columns_its_mid_range_offset_and_half_range_scale():
     g = torch.Generator().manual_seed(0)
-    w = torch.randn(33, 72, generator=g) * torch.logspace(-3, 1, 33)[:, None]  # rows of very different size
+    w = torch.randn(33, 96, generator=g) * torch.logspace(-3, 1, 33)[:, None] + 0.3  # rows of very different size
     fw = quantize_fp8(w)
-    assert fw.q.dtype == torch.float8_e4m3fn and fw.scale.shape == (33,)
-    assert torch.allclose(fw.scale, w.abs().amax(1) / E4M3_MAX)
-    assert torch.equal(fw.q.float().abs().amax(1), torch.full((33,), E4M3_MAX))  # each row's max hits 448
+    assert fw.q.dtype == torch.float8_e4m3fn and fw.scale.shape == fw.offset.shape == (33, 3)
+    groups = w.view(33, 3, 32)
+    lo, hi = groups.amin(-1), groups.amax(-1)
+    assert torch.allclose(fw.offset, (hi + lo) / 2) and torch.allclose(fw.scale, (hi - lo) / 2 / Q_HALF_RANGE)
+    assert torch.equal(fw.q.float().view(33, 3, 32).abs().amax(-1), torch.full((33, 3), Q_HALF_RANGE))
     err = (fw.dequantize() - w).abs()
-    # e4m3 keeps 3 mantissa bits: rounding error <= 2^-4 of the value, or half the subnormal step 2^-10
-    assert (err <= w.abs() * 2 ** -4 + fw.scale[:, None] * 2 ** -10 + 1e-12).all()
-    assert (err / w.abs().clamp_min(1e-30)).median() < 0.03
+    half = ((hi - lo) / 2).repeat_interleave(32, 1)
+    # e4m3 keeps 3 mantissa bits: error <= 2^-4 of the value's distance to the mid-range, or half the
+    # subnormal step (2^-10 of the scale)
+    dist = (w - fw.offset.repeat_interleave(32, 1)).abs()
+    assert (err <= dist * 2 ** -4 + fw.scale.repeat_interleave(32, 1) * 2 ** -10 + half * 1e-6).all()
+    assert (err / half).median() < 0.02
 
 
-def test_quantize_rejects_k_not_a_multiple_of_4():
-    with pytest.raises(AssertionError, match="multiple of 4"):
-        quantize_fp8(torch.ones(2, 6))
+def test_a_4_bit_grid_of_32_columns_comes_back_exactly():
+    """GGUF Q4_1 blocks: 32 values min + d * i (i = 0..15, both ends present) land on e4m3 half-integers."""
+    g = torch.Generator().manual_seed(3)
+    i = torch.randint(0, 16, (40, 64, 32), generator=g)
+    i[..., 0], i[..., 1] = 0, 15
+    d = (torch.rand(40, 64, 1, generator=g) * 0.01 + 1e-4).half().float()
+    m = (-8 * d - torch.rand(40, 64, 1, generator=g) * 0.01).half().float()
+    w = (d * i + m).view(40, 2048)
+    fw = quantize_fp8(w)
+    assert torch.equal(fw.q.float().view(40, 64, 32) + 7.5, i.float())
+    assert (fw.dequantize() - w).abs().max() <= 1e-6 * w.abs().max()
+
+
+def test_quantize_rejects_k_not_a_multiple_of_32():
+    with pytest.raises(AssertionError, match="multiple of 32"):
+        quantize_fp8(torch.ones(2, 48))
 
 
 def test_quantize_keeps_the_column_order():
-    w = torch.tensor([[1.0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 448]])  # scale 1: every value exact in e4m3
-    assert torch.equal(quantize_fp8(w).q.float(), w)
-
-
-def test_quantize_keeps_zero_rows_and_exact_values_exact():
-    w = torch.zeros(3, 8)
-    w[1] = torch.tensor([448, -448, 1, 0.5, -2, 0, 256, 3.5])  # all e4m3 values at scale 1
+    w = (torch.arange(64.0) * 7 % 16)[None, :] * torch.tensor([0.5, -2.0])[:, None]  # 0..15 in a scrambled order
     fw = quantize_fp8(w)
-    assert fw.scale[0] == 1 and torch.equal(fw.dequantize(), w)
+    assert torch.equal(fw.dequantize(), w)  # a 4-bit grid: exact, so any column mix-up shows
+
+
+def test_quantize_keeps_constant_groups_exact():
+    w = torch.zeros(3, 64)
+    w[1, 32:] = -0.75
+    w[2] = 5.0
+    fw = quantize_fp8(w)
+    assert torch.equal(fw.scale, torch.ones(3, 2)) and torch.equal(fw.q.float(), torch.zeros(3, 64))
+    assert torch.equal(fw.dequantize(), w)
 
 
 def test_quantize_in_row_chunks_equals_one_pass(monkeypatch):
     import inference.quant as quant
 
-    w = torch.randn(50, 16, generator=torch.Generator().manual_seed(1))
+    w = torch.randn(50, 64, generator=torch.Generator().manual_seed(1))
     whole = quantize_fp8(w)
-    monkeypatch.setattr(quant, "CHUNK_ELEMENTS", 16 * 7)  # 7 rows per pass
+    monkeypatch.setattr(quant, "CHUNK_ELEMENTS", 64 * 7)  # 7 rows per pass
     chunked = quantize_fp8(w)
-    assert torch.equal(whole.q.view(torch.uint8), chunked.q.view(torch.uint8)) and torch.equal(whole.scale,
-                                                                                                 chunked.scale)
+    assert torch.equal(whole.q.view(torch.uint8), chunked.q.view(torch.uint8))
+    assert torch.equal(whole.scale, chunked.scale) and torch.equal(whole.offset, chunked.offset)
 
 
 def test_linear_takes_fp8_weights_as_their_dequantized_values():
     g = torch.Generator().manual_seed(2)
-    w, x, b = torch.randn(12, 20, generator=g), torch.randn(3, 20, generator=g), torch.randn(12, generator=g)
+    w, x, b = torch.randn(12, 64, generator=g), torch.randn(3, 64, generator=g), torch.randn(12, generator=g)
     fw = quantize_fp8(w)
     assert torch.allclose(linear(x, fw, b), x @ fw.dequantize().T + b, atol=1e-5)
     assert linear(x.bfloat16(), fw).dtype == torch.bfloat16
@@ -75,9 +97,9 @@ def test_quantize_model_replaces_the_linear_layers_and_keeps_the_rest(synth_dir,
     assert all(isinstance(getattr(layer, f), Fp8Weight) for f in ("qkv", "o", "gate_up", "down"))
     assert layer.attn_norm is norms and layer.qkv_bias is bias and q.embed is embed
     assert isinstance(q.lm_head, Fp8Weight) == head and (q.tied == (not head and cfg.tie_word_embeddings))
-    assert describe(q) == f"fp8-e4m3 (per-channel scales; LM head {'fp8' if head else 'float32'})"
+    assert describe(q) == f"fp8-e4m3 (scale+offset per 32; LM head {'fp8' if head else 'float32'})"
     lin = sum(getattr(layer, f).nbytes() for layer in q.layers for f in ("qkv", "o", "gate_up", "down"))
-    assert lin < bf16_bytes / 3  # from float32: 1 byte + a scale per row instead of 4 bytes
+    assert lin < bf16_bytes / 3  # from float32: 1.25 bytes (1 + a scale and an offset per 32) instead of 4
     plain = dequantize_model(q)
     assert torch.equal(plain.layers[1].down, q.layers[1].down.dequantize()) and plain.tied == q.tied
 

@@ -74,29 +74,35 @@ def test_prefill_then_decode_teacher_forced_stays_close_to_the_fp8_reference(che
     assert rel <= 2e-2 and agree >= 0.98
 
 
-def test_a_bf16_lm_head_beside_fp8_layers_matches_too(checkpoint):
+def _fp8_head_engine(checkpoint):
+    """The FP8 engine with its LM head in FP8 too (inference.quant.FP8_LM_HEAD decides the default)."""
     from inference.checkpoint import load_weights
     from inference.fast.fp8 import Fp8Runner
-    from inference.quant import quantize_model
+    from inference.quant import describe, quantize_model
 
     engine = _engine(checkpoint)
-    cfg = engine.cfg
-    weights = quantize_model(load_weights(checkpoint, cfg, device="cuda", dtype=torch.bfloat16), lm_head=False)
-    engine.runner = Fp8Runner(cfg, weights, 1024)
-    engine.info["weights_detail"] = "fp8-e4m3 (per-channel scales; LM head bfloat16)"
-    agree, rel = agreement(*teacher_forced(engine, checkpoint, prompt_len=1))
+    weights = quantize_model(load_weights(checkpoint, engine.cfg, device="cuda", dtype=torch.bfloat16), lm_head=True)
+    engine.runner = Fp8Runner(engine.cfg, weights, 1024)
+    engine.info["weights_detail"] = describe(weights)
+    assert engine.info["weights_detail"].endswith("LM head fp8)")
+    return engine
+
+
+def test_an_fp8_lm_head_beside_fp8_layers_matches_too(checkpoint):
+    agree, rel = agreement(*teacher_forced(_fp8_head_engine(checkpoint), checkpoint, prompt_len=1))
     assert agree >= 0.99 and rel <= 2e-2
 
 
-def test_graph_replay_generates_what_eager_kernels_generate(checkpoint):
-    """Greedy: the graph, the kernels launched eagerly, and the unfused tail (FP8 LM head GEMV + torch argmax
-    + feed_token instead of fp8_lm_head_argmax) agree exactly; seeded sampling is deterministic."""
+@pytest.mark.parametrize("fp8_head", [False, True], ids=["bf16-head", "fp8-head"])
+def test_graph_replay_generates_what_eager_kernels_generate(checkpoint, fp8_head):
+    """Greedy: the graph, the kernels launched eagerly, and the unfused tail (LM head GEMV + torch argmax
+    + feed_token instead of the fused LM head + argmax) agree exactly; seeded sampling is deterministic."""
     from inference.engine import FinishEvent
     from inference.prompts import Prompt
     from inference.sampling import SamplingParams
 
     prompt = Prompt.from_ids(list(range(100, 140)))
-    engine = _engine(checkpoint)
+    engine = _fp8_head_engine(checkpoint) if fp8_head else _engine(checkpoint)
 
     def run(params):
         return [t for ev in engine.generate(prompt, params) if not isinstance(ev, FinishEvent) for t in ev.token_ids]

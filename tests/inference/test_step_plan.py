@@ -74,7 +74,9 @@ def _t(*shape, dtype=torch.bfloat16):
 
 
 def _linear(n, k, fp8):
-    return Fp8Weight(_t(n, k, dtype=E4M3), _t(n, dtype=torch.float32)) if fp8 else _t(n, k)
+    if not fp8:
+        return _t(n, k)
+    return Fp8Weight(_t(n, k, dtype=E4M3), _t(n, k // 32, dtype=torch.float32), _t(n, k // 32, dtype=torch.float32))
 
 
 def fake_weights(cfg: ModelConfig, fp8: bool = False, fp8_lm_head: bool = False) -> ModelWeights:
@@ -123,12 +125,13 @@ def tensor_names(state, layer: int | None = None) -> dict[str, torch.Tensor]:
         for f in ("attn_norm", "qkv", "qkv_bias", "q_norm", "k_norm", "o", "mlp_norm", "gate_up", "down"):
             t = getattr(lw, f)
             if isinstance(t, Fp8Weight):
-                names |= {f"{prefix(i)}{f}.q": t.q, f"{prefix(i)}{f}.scale": t.scale}
+                p = f"{prefix(i)}{f}"
+                names |= {f"{p}.q": t.q, f"{p}.scale": t.scale, f"{p}.offset": t.offset}
             elif t is not None:
                 names[f"{prefix(i)}{f}"] = t
     names |= {"embed": w.embed, "norm": w.norm}
     if isinstance(w.lm_head, Fp8Weight):
-        names |= {"lm_head.q": w.lm_head.q, "lm_head.scale": w.lm_head.scale}
+        names |= {"lm_head.q": w.lm_head.q, "lm_head.scale": w.lm_head.scale, "lm_head.offset": w.lm_head.offset}
     else:
         names["lm_head"] = w.lm_head
     return names
