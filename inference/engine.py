@@ -308,7 +308,7 @@ class Engine:
         """Whether a request runs the speculative loop: greedy, no repetition penalty, asked for, and a
         runner that can verify drafts."""
         return (params.speculate and params.greedy and params.repetition_penalty == 1.0
-                and params.logprobs is None and hasattr(self.runner, "verify"))
+                and params.logprobs is None and getattr(self.runner, "can_verify", hasattr(self.runner, "verify")))
 
     def _plain_tokens(self, max_tokens: int, cancel: Cancel | None, lps: deque | None = None) -> Iterator[int]:
         """One token per step, the device kept `_lag` steps ahead of what is read back (each step's

@@ -10,6 +10,9 @@ grid, and a plain PyTorch `<name>_ref` twin the tests compare against:
 - `lm_head_argmax`    final norm + LM head + argmax + feed_token's tail (greedy step's last launch)
 - `gumbel_argmax`     Gumbel-max draw (the Sampler's noise, bit for bit) + feed_token's tail
 - `feed_token`        token / position update, host ring, next token's embedding into x
+- `*_cols`            k-column twins of rmsnorm_gemv, gemv_residual, gate_up_silu, lm_head_argmax (+ the
+                      draft's acceptance) and decode_attention for speculative decoding's verify step:
+                      weights read once for k tokens, each column bit for bit the one-column kernel's
 - `cluster_attention` decode_attention's op in CUDA C with thread-block clusters (Hopper only;
                       compiled by NVRTC and launched through `_cuda_rtc`), same reference twin
 

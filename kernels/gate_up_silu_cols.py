@@ -4,7 +4,8 @@ out[c] = silu(W_gate @ n_c) * (W_up @ n_c), n_c = rmsnorm(x[c]) * norm_w, each w
 Column c's arithmetic is the one-column kernel's (kernels.gate_up_silu), bit for bit: the same launch
 config and look-ahead / in-thread reduction rule (gate_up_config, gate_up_lookahead), per column the same
 gate and up partial sums (tuples of KC accumulators; see kernels.rmsnorm_gemv_cols) summed in the same
-order. KC (1..16) is a constexpr: one compiled kernel per draft-width bucket.
+order. KC (1..16) is a constexpr: one compiled kernel per draft-width bucket; `group` splits the columns over
+programs (kernels.rmsnorm_gemv_cols).
 
 Not here: down_proj (gemv_residual_cols).
 """
@@ -15,7 +16,7 @@ import triton.language as tl
 
 from kernels._util import WEIGHT_DTYPES, check_vec, gate_up_config, gate_up_lookahead, pdl_launch_kwargs
 from kernels.gate_up_silu import _x_chunk
-from kernels.rmsnorm_gemv_cols import check_cols
+from kernels.rmsnorm_gemv_cols import check_cols, column_groups
 from kernels.tuning import Tuning, for_device
 
 
@@ -32,15 +33,19 @@ def _products(wg, wu, x, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, RED: tl.c
 
 # Contract:
 #   x [KC, K] fp32;  norm_w [K];  W [2I, K] packed gate (rows 0..I-1) / up (I..2I-1);  out [KC, I] fp32
-#   grid (cdiv(I, BLOCK_N),): program p owns gate and up rows [p*BLOCK_N, (p+1)*BLOCK_N) of every column
+#   grid (cdiv(I, BLOCK_N) * G,): program p owns gate and up rows [(p//G)*BLOCK_N, ...+BLOCK_N) of the KC
+#        columns of group p%G
 @triton.jit
 def _gate_up_silu_cols_kernel(
     x_ptr, norm_w_ptr, w_ptr, out_ptr, N, K, eps,
-    USE_PDL: tl.constexpr, KC: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, AHEAD: tl.constexpr,
-    RED: tl.constexpr,
+    USE_PDL: tl.constexpr, KC: tl.constexpr, G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    AHEAD: tl.constexpr, RED: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    grp = pid % G
+    x_ptr += grp * (KC * K)
+    out_ptr += grp * (KC * N)
+    rows = (pid // G) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
     cols = tl.arange(0, BLOCK_K)
     g_rows = w_ptr + rows.to(tl.int64)[:, None] * K
@@ -116,10 +121,11 @@ def _gate_up_silu_cols_kernel(
 
 def rmsnorm_gate_up_silu_cols(
     x: torch.Tensor, norm_w: torch.Tensor, eps: float, w_gate_up: torch.Tensor, out: torch.Tensor,
-    *, pdl: bool = False, tuning: Tuning | None = None,
+    *, pdl: bool = False, tuning: Tuning | None = None, group: int | None = None,
 ) -> torch.Tensor:
     """out[c] = silu(W[0:I] @ n_c) * (W[I:2I] @ n_c), n_c = rmsnorm(x[c]) * norm_w, for the KC rows of
-    x [KC, K]; out [KC, I]. tuning: the kernels.tuning row (None: the device's)."""
+    x [KC, K]; out [KC, I]. tuning: the kernels.tuning row (None: the device's); group: columns per program
+    (None: all KC)."""
     w = w_gate_up
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [2I, K]"
     two_i, k = w.shape
@@ -131,8 +137,9 @@ def rmsnorm_gate_up_silu_cols(
     assert x.device == w.device == out.device
     tuning = for_device(w.device) if tuning is None else tuning
     cfg = gate_up_config(i, k, tuning)
-    _gate_up_silu_cols_kernel[(triton.cdiv(i, cfg["BLOCK_N"]),)](
-        x, norm_w, w, out, i, k, eps, USE_PDL=pdl, KC=kc, **gate_up_lookahead(cfg, tuning), **cfg,
+    per, groups = column_groups(kc, group)
+    _gate_up_silu_cols_kernel[(triton.cdiv(i, cfg["BLOCK_N"]) * groups,)](
+        x, norm_w, w, out, i, k, eps, USE_PDL=pdl, KC=per, G=groups, **gate_up_lookahead(cfg, tuning), **cfg,
         **pdl_launch_kwargs(pdl, w.device))
     return out
 

@@ -5,7 +5,8 @@ Column c's arithmetic is the one-column kernel's (kernels.gemv_residual), bit fo
 config and look-ahead rule (gemv_config, residual_lookahead), and per column the same [BLOCK_N, BLOCK_K]
 partial sums (a tuple of KC accumulators) summed in the same order; see kernels.rmsnorm_gemv_cols for why
 the columns are a tuple and not a tensor dimension. No L2 prefetch of the next weights (the verify step
-is not tuned yet). KC (1..16) is a constexpr: one compiled kernel per draft-width bucket.
+is not tuned yet). KC (1..16) is a constexpr: one compiled kernel per draft-width bucket; `group` splits the
+columns over programs (kernels.rmsnorm_gemv_cols).
 
 Not here: norms (rmsnorm_gemv_cols), bias.
 """
@@ -15,20 +16,24 @@ import triton
 import triton.language as tl
 
 from kernels._util import WEIGHT_DTYPES, gemv_config, pdl_launch_kwargs, residual_lookahead
-from kernels.rmsnorm_gemv_cols import check_cols
+from kernels.rmsnorm_gemv_cols import check_cols, column_groups
 from kernels.tuning import Tuning, for_device
 
 
 # Contract:
 #   a   [KC, K]  fp32, contiguous;  W [N, K] bf16/fp16/fp32 row-major;  x [KC, N] fp32, updated in place
-#   grid (cdiv(N, BLOCK_N),): program p owns rows [p*BLOCK_N, (p+1)*BLOCK_N) of every column
+#   grid (cdiv(N, BLOCK_N) * G,): program p owns rows [(p//G)*BLOCK_N, ...+BLOCK_N) of the KC columns of group p%G
 @triton.jit
 def _gemv_residual_cols_kernel(
     a_ptr, w_ptr, x_ptr, N, K,
-    USE_PDL: tl.constexpr, KC: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, AHEAD: tl.constexpr,
+    USE_PDL: tl.constexpr, KC: tl.constexpr, G: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    AHEAD: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    grp = pid % G
+    a_ptr += grp * (KC * K)
+    x_ptr += grp * (KC * N)
+    rows = (pid // G) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
     cols = tl.arange(0, BLOCK_K)
     w_rows = w_ptr + rows.to(tl.int64)[:, None] * K
@@ -77,9 +82,10 @@ def _gemv_residual_cols_kernel(
 
 
 def gemv_residual_cols(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl: bool = False,
-                       tuning: Tuning | None = None) -> torch.Tensor:
+                       tuning: Tuning | None = None, group: int | None = None) -> torch.Tensor:
     """x[c] += W @ a[c] for each of the KC rows of a [KC, K] and x [KC, N], in place; returns x.
-    tuning: the kernels.tuning row (None: the device's) — the one-column kernel's config."""
+    tuning: the kernels.tuning row (None: the device's) — the one-column kernel's config; group: columns per
+    program (None: all KC)."""
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
     n, k = w.shape
     kc = check_cols(a, k, "a")
@@ -88,8 +94,9 @@ def gemv_residual_cols(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl
     assert a.data_ptr() != x.data_ptr(), "a and x must be different buffers"
     tuning = for_device(w.device) if tuning is None else tuning
     cfg = gemv_config(n, k, tuning)
-    _gemv_residual_cols_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
-        a, w, x, n, k, USE_PDL=pdl, KC=kc, AHEAD=residual_lookahead(k, cfg, tuning), **cfg,
+    per, groups = column_groups(kc, group)
+    _gemv_residual_cols_kernel[(triton.cdiv(n, cfg["BLOCK_N"]) * groups,)](
+        a, w, x, n, k, USE_PDL=pdl, KC=per, G=groups, AHEAD=residual_lookahead(k, cfg, tuning), **cfg,
         **pdl_launch_kwargs(pdl, w.device))
     return x
 

@@ -22,7 +22,7 @@ import triton.language as tl
 
 from kernels._util import WEIGHT_DTYPES, check_vec, gemv_config, pdl_launch_kwargs
 from kernels.lm_head_argmax import NO_KEY
-from kernels.rmsnorm_gemv_cols import MAX_COLS, _rmsnorm_rows_dot_cols, check_cols
+from kernels.rmsnorm_gemv_cols import MAX_COLS, _rmsnorm_rows_dot_cols, check_cols, column_groups
 from kernels.tuning import Tuning, for_device
 
 
@@ -46,21 +46,24 @@ def _vote(y, rows, row_mask, key_ptr):
 #   draft    [>= KC - 1] int64 (column j+1's input token); klen [1] int64: how many of them are real
 #   token [1] int64 written; pos [1] int32 += n + 1; embed [V, K]: row token copied into x_next [K] fp32
 #   result   [KC + 1] int64: the KC argmaxes, then n
-#   grid     (cdiv(N, BLOCK_N),)
+#   grid     (cdiv(N, BLOCK_N) * G,): program p owns rows [(p//G)*BLOCK_N, ...+BLOCK_N) of the CP columns of
+#            group p%G (KC = G * CP columns in all)
 @triton.jit
 def _lm_head_argmax_cols_kernel(
     x_ptr, w_ptr, norm_w_ptr, logits_ptr, scratch_ptr, draft_ptr, klen_ptr, token_ptr, pos_ptr, embed_ptr,
     x_next_ptr, result_ptr, N, K, eps, n_programs, no_key,
-    HAS_NORM: tl.constexpr, USE_PDL: tl.constexpr, KC: tl.constexpr, MAXC: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr,
+    HAS_NORM: tl.constexpr, USE_PDL: tl.constexpr, KC: tl.constexpr, CP: tl.constexpr, G: tl.constexpr,
+    MAXC: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, BLOCK_H: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    grp = pid % G
+    rows = (pid // G) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
-    ys = _rmsnorm_rows_dot_cols(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps, HAS_NORM, USE_PDL, KC, BLOCK_K)
-    for c in tl.static_range(KC):
-        tl.store(logits_ptr + c * N + rows, ys[c], mask=row_mask)
-        _vote(ys[c], rows, row_mask, scratch_ptr + c)
+    ys = _rmsnorm_rows_dot_cols(x_ptr + grp * (CP * K), w_ptr, norm_w_ptr, rows, row_mask, K, eps, HAS_NORM, USE_PDL,
+                                CP, BLOCK_K)
+    for c in tl.static_range(CP):
+        tl.store(logits_ptr + (grp * CP + c) * N + rows, ys[c], mask=row_mask)
+        _vote(ys[c], rows, row_mask, scratch_ptr + grp * CP + c)
     tl.debug_barrier()
     if tl.atomic_add(scratch_ptr + MAXC, 1, sem="acq_rel", scope="gpu") == n_programs - 1:
         gs = ()
@@ -100,10 +103,11 @@ def lm_head_argmax_cols(
     x: torch.Tensor, w: torch.Tensor, logits: torch.Tensor, scratch: torch.Tensor, draft: torch.Tensor,
     klen: torch.Tensor, token: torch.Tensor, pos: torch.Tensor, embed: torch.Tensor, x_next: torch.Tensor,
     result: torch.Tensor, norm_w: torch.Tensor | None = None, eps: float = 1e-6, *, pdl: bool = False,
-    tuning: Tuning | None = None,
+    tuning: Tuning | None = None, group: int | None = None,
 ) -> torch.Tensor:
     """The KC columns' logits and argmaxes, the accepted draft length n, token = argmax of column n,
-    pos += n + 1, x_next = embed[token]; result = (argmaxes, n). Returns result."""
+    pos += n + 1, x_next = embed[token]; result = (argmaxes, n). Returns result. group: columns per program
+    (None: all KC)."""
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
     n, k = w.shape
     kc = check_cols(x, k, "x")
@@ -121,10 +125,11 @@ def lm_head_argmax_cols(
         check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
     assert n < 2 ** 31
     cfg = gemv_config(n, k, for_device(w.device) if tuning is None else tuning)
-    grid = triton.cdiv(n, cfg["BLOCK_N"])
+    per, groups = column_groups(kc, group)
+    grid = triton.cdiv(n, cfg["BLOCK_N"]) * groups
     _lm_head_argmax_cols_kernel[(grid,)](
         x, w, norm_w if norm_w is not None else x, logits, scratch, draft, klen, token, pos, embed, x_next, result,
-        n, k, eps, grid, NO_KEY, HAS_NORM=norm_w is not None, USE_PDL=pdl, KC=kc, MAXC=MAX_COLS,
+        n, k, eps, grid, NO_KEY, HAS_NORM=norm_w is not None, USE_PDL=pdl, KC=kc, CP=per, G=groups, MAXC=MAX_COLS,
         BLOCK_H=min(1024, triton.next_power_of_2(k)), **cfg, **pdl_launch_kwargs(pdl, w.device))
     return result
 

@@ -7,7 +7,9 @@ sums (one accumulator per column, a tuple unrolled over KC), accumulated in the 
 the same way at the end. (One [KC, BLOCK_N, BLOCK_K] tensor instead would let the compiler pick another
 layout along K, hence another order of the final sums.) The cost: KC accumulators per thread.
 
-KC (1..16) is a constexpr: one compiled kernel per draft-width bucket.
+KC (1..16) is a constexpr: one compiled kernel per draft-width bucket. `group` splits the columns over
+programs (G = KC / group programs per row block, adjacent in launch order: each weight tile comes from
+HBM once and from L2 for the other groups), fewer accumulators per thread for the same arithmetic.
 Not here: the residual add (gemv_residual_cols), the argmax (lm_head_argmax_cols).
 """
 
@@ -67,15 +69,19 @@ def _rmsnorm_rows_dot_cols(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps,
 #   W      [N, K]   bf16/fp16/fp32, row-major contiguous
 #   norm_w [K], bias [N]  any float dtype (read when HAS_NORM / HAS_BIAS)
 #   out    [KC, N]  fp32, fully written
-#   grid   (cdiv(N, BLOCK_N),): program p owns rows [p*BLOCK_N, (p+1)*BLOCK_N) of every column
+#   grid   (cdiv(N, BLOCK_N) * G,): program p owns rows [(p//G)*BLOCK_N, ...+BLOCK_N) of columns
+#          [(p%G)*KC, (p%G+1)*KC) (G column groups of KC columns each)
 @triton.jit
 def _rmsnorm_gemv_cols_kernel(
     x_ptr, w_ptr, norm_w_ptr, bias_ptr, out_ptr, N, K, eps,
-    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr, KC: tl.constexpr,
+    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, USE_PDL: tl.constexpr, KC: tl.constexpr, G: tl.constexpr,
     BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
 ):
     pid = tl.program_id(0)
-    rows = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    grp = pid % G
+    x_ptr += grp * (KC * K)
+    out_ptr += grp * (KC * N)
+    rows = (pid // G) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
     ys = _rmsnorm_rows_dot_cols(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, K, eps, HAS_NORM, USE_PDL, KC, BLOCK_K)
     for c in tl.static_range(KC):
@@ -93,12 +99,20 @@ def check_cols(x: torch.Tensor, k: int, name: str) -> int:
     return x.shape[0]
 
 
+def column_groups(kc: int, group: int | None) -> tuple[int, int]:
+    """(columns per program, groups) for KC columns in groups of at most `group` (None: one group)."""
+    per = kc if group is None else min(group, kc)
+    assert per >= 1 and kc % per == 0, f"{kc} columns do not split into groups of {per}"
+    return per, kc // per
+
+
 def rmsnorm_gemv_cols(
     x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, norm_w: torch.Tensor | None = None, eps: float = 1e-6,
-    bias: torch.Tensor | None = None, *, pdl: bool = False, tuning: Tuning | None = None,
+    bias: torch.Tensor | None = None, *, pdl: bool = False, tuning: Tuning | None = None, group: int | None = None,
 ) -> torch.Tensor:
     """out[c] = W @ (rmsnorm(x[c]) * norm_w) + bias for each of the KC rows of x [KC, K]; out [KC, N].
-    tuning: the kernels.tuning row (None: the device's) — the one-column kernel's launch config."""
+    tuning: the kernels.tuning row (None: the device's) — the one-column kernel's launch config; group: columns
+    per program (None: all KC)."""
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [N, K]"
     n, k = w.shape
     kc = check_cols(x, k, "x")
@@ -109,9 +123,10 @@ def rmsnorm_gemv_cols(
         check_vec(bias, n, "bias", WEIGHT_DTYPES)
     assert x.device == w.device == out.device
     cfg = gemv_config(n, k, for_device(w.device) if tuning is None else tuning)
-    _rmsnorm_gemv_cols_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
+    per, groups = column_groups(kc, group)
+    _rmsnorm_gemv_cols_kernel[(triton.cdiv(n, cfg["BLOCK_N"]) * groups,)](
         x, w, norm_w if norm_w is not None else x, bias if bias is not None else out, out, n, k, eps,
-        HAS_NORM=norm_w is not None, HAS_BIAS=bias is not None, USE_PDL=pdl, KC=kc,
+        HAS_NORM=norm_w is not None, HAS_BIAS=bias is not None, USE_PDL=pdl, KC=per, G=groups,
         **cfg, **pdl_launch_kwargs(pdl, w.device),
     )
     return out

@@ -263,6 +263,7 @@ class FastRunner(Runner):
     @torch.inference_mode()
     def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
         ids = torch.tensor(prompt_ids, dtype=torch.int64).to(self.device, non_blocking=True)
+        speculate = self._speculative_kernels(params)
         self.seed = self.sampler.configure(params, ids)
         self.logprobs_k = params.logprobs
         logits = self.model.prefill(ids, self.cache, use_graph=self.use_graph)
@@ -275,32 +276,55 @@ class FastRunner(Runner):
             for pos in (len(prompt_ids) + params.max_tokens - 1, len(prompt_ids)):  # of the last and first step
                 self._select_attention(pos)
                 self._graph()
-            if params.speculate and params.greedy and params.repetition_penalty == 1.0:
-                self._verifier().capture(len(prompt_ids), len(prompt_ids) + params.max_tokens)
+            if speculate:
+                self._verifier().capture()
         return self.token.clone()
+
+    @property
+    def can_verify(self) -> bool:
+        """Whether this runner can speculate (the verify step's k-column kernels take 16-bit weights)."""
+        return not is_fp8(self.w)
+
+    def _speculative_kernels(self, params: SamplingParams) -> bool:
+        """Whether this request speculates; if so its plain steps run the Triton GEMV and attention kernels
+        (the verify step's arithmetic, so the output is the plain greedy output on those kernels), else the
+        kernel modes from before the last speculating request. Switching drops the captured steps."""
+        speculate = (params.speculate and params.greedy and params.repetition_penalty == 1.0
+                     and params.logprobs is None and self.can_verify)
+        saved = getattr(self, "_modes_before_speculation", None)
+        if speculate and (self.attention_mode, self.gemv_mode) != ("triton", "triton"):
+            self._modes_before_speculation = (self.attention_mode, self.gemv_mode)
+            self.use_attention("triton")
+            self.use_gemv("triton")
+        elif not speculate and saved is not None:
+            self._modes_before_speculation = None
+            self.use_attention(saved[0])
+            self.use_gemv(saved[1])
+        return speculate
 
     def _verifier(self):
         """Speculative decoding's verify step (inference.speculative.fast_verify), built on first use."""
         if getattr(self, "verifier", None) is None:
             from ..speculative.fast_verify import FastVerifier
+            self._select_attention(self.host_pos)  # the Triton attention workspace exists
             self.verifier = FastVerifier.for_runner(self)
         return self.verifier
 
     @property
     def max_draft(self) -> int:
-        return self._verifier().width - 1
+        return self._verifier().max_draft
 
     @torch.inference_mode()
     def verify(self, draft: list[int]) -> list[int]:
         """The accepted drafted tokens and the model's next one (greedy); a plain step where the verify
         step's rows would pass the end of the cache."""
         v = self._verifier()
-        if not v.fits(self.host_pos):
+        if not v.fits(self.host_pos, len(draft)):
             slot = self.step().numpy()
             while slot[0] < 0:
                 pass
             return [int(slot[0])]
-        out = v.run(draft, self.host_pos) if self.use_graph else v.run_eager(draft, self.host_pos)
+        out = v.run(draft) if self.use_graph else v.run_eager(draft)
         self.host_pos += len(out)
         return out
 

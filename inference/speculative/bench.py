@@ -2,13 +2,17 @@
 
 edit: fixed code-edit chat prompts (type hints, renamed variables, docstrings, a bug fix) on
 functions of the standard library (the running Python's own source: present on every machine),
-plus "new code" prompts with nothing to copy; each prompt greedy with speculation off, then on,
-in the same process. Reports per workload the tokens, the effective tok/s (tokens after the first
-/ host time to the last one), the speedup, whether the outputs are identical, and the drafter's
-stats. Use a real model (`--model`): acceptance on random weights means nothing.
+plus "new code" prompts with nothing to copy; each prompt greedy with speculation off (the runner's
+default kernels), then on (plain steps and verify steps on the Triton decode kernels), then on with a
+drafter that never drafts (plain decode on those same kernels: the output speculation must reproduce
+token for token), in the same process. Reports per workload the tokens, the effective tok/s (tokens
+after the first / host time to the last one) of each, the speedup over off, whether the outputs are
+identical, and the drafter's stats. Use a real model (`--model`): acceptance on random weights means
+nothing.
 
-verify: the device time of the fast path's verify step (the last token + 8 drafted, one graph)
-against a one-token decode step, both replayed back to back, on a random-weight shape.
+verify: the device time of the fast path's verify step of k tokens (k = 2, 4, 8: the last token + k-1
+drafted, one graph each) against a one-token decode step on the same (Triton) kernels, replayed back to
+back, on a random-weight shape.
 """
 
 from __future__ import annotations
@@ -47,12 +51,25 @@ def edit_prompts() -> list[tuple[str, str]]:
     return out
 
 
-def run_one(engine, prompt, speculate: bool, max_tokens: int) -> dict:
+NEVER = None  # a DraftConfig that never drafts (built on first use)
+
+
+def run_one(engine, prompt, mode: str, max_tokens: int) -> dict:
+    """mode: "off" (plain decode), "on" (speculation), "plain" (the speculative loop with a drafter that
+    never drafts: plain decode on the kernels a speculating run uses)."""
     from ..engine import FinishEvent
     from ..sampling import SamplingParams
+    from .drafter import DraftConfig
 
     ids = []
-    for ev in engine.generate(prompt, SamplingParams(max_tokens=max_tokens, speculate=speculate)):
+    saved = engine.draft_config
+    if mode == "plain":
+        engine.draft_config = DraftConfig(min_match=1 << 20, max_match=1 << 20)  # no tail is that long
+    try:
+        events = list(engine.generate(prompt, SamplingParams(max_tokens=max_tokens, speculate=mode != "off")))
+    finally:
+        engine.draft_config = saved
+    for ev in events:
         if isinstance(ev, FinishEvent):
             s = ev.stats
             return {"ids": ids, "tokens": s.generated_tokens, "s": s.decode_ms / 1000 if s.decode_ms else 0.0,
@@ -63,28 +80,30 @@ def run_one(engine, prompt, speculate: bool, max_tokens: int) -> dict:
 
 
 def workload(engine, prompts, max_tokens: int, repeats: int) -> dict:
-    """Each prompt off then on, `repeats` times (after one warm-up of each); sums over the prompts."""
+    """Each prompt off, on, then plain on the speculation's kernels, `repeats` times each (after one warm-up
+    of each); sums over the prompts."""
     from ..prompts import Prompt
 
     rows, same = [], True
     for name, text in prompts:
         p = Prompt.chat(text)
-        run_one(engine, p, False, max_tokens)
-        run_one(engine, p, True, max_tokens)
         best = {}
-        for spec in (False, True):
-            runs = [run_one(engine, p, spec, max_tokens) for _ in range(repeats)]
-            best[spec] = min(runs, key=lambda r: r["s"])
-        same &= best[False]["ids"] == best[True]["ids"]
-        rows.append({"name": name, "off": best[False], "on": best[True],
-                     "identical": best[False]["ids"] == best[True]["ids"]})
+        for mode in ("off", "on", "plain"):
+            run_one(engine, p, mode, max_tokens)
+            runs = [run_one(engine, p, mode, max_tokens) for _ in range(repeats)]
+            best[mode] = min(runs, key=lambda r: r["s"])
+        identical = best["plain"]["ids"] == best["on"]["ids"]
+        same &= identical
+        rows.append({"name": name, "off": best["off"], "on": best["on"], "plain": best["plain"],
+                     "identical": identical, "same_as_off": best["off"]["ids"] == best["on"]["ids"]})
     def total(key):
         toks = sum(r[key]["tokens"] - 1 for r in rows)
         secs = sum(r[key]["s"] for r in rows)
         return toks / secs if secs else 0.0
     on = [r["on"] for r in rows]
     steps = sum(r["verify_steps"] for r in on)
-    return {"rows": rows, "off_tok_s": total("off"), "on_tok_s": total("on"), "identical": same,
+    return {"rows": rows, "off_tok_s": total("off"), "on_tok_s": total("on"), "plain_tok_s": total("plain"),
+            "identical": same,
             "drafted": sum(r["drafted"] for r in on), "accepted": sum(r["accepted"] for r in on),
             "verify_steps": steps, "accepted_per_verify": sum(r["accepted"] for r in on) / steps if steps else 0.0}
 
@@ -98,39 +117,41 @@ def edit_main(args, engine) -> dict:
     print(f"\n{engine.info['model']} ({'random weights' if engine.info['random_weights'] else 'real weights'}), "
           f"{engine.info['runner']} on {engine.info['device']} {engine.info['dtype']}, greedy, max {args.tokens} tokens, "
           f"Python {sys.version.split()[0]} sources")
-    print("| prompt | tokens | off tok/s | on tok/s | speedup | accepted/verify | identical |")
-    print("|---|---:|---:|---:|---:|---:|:-:|")
+    print("off: plain decode, default kernels; on: speculation (Triton kernels); plain: plain decode on the Triton "
+          "kernels; identical: on == plain token for token (== off: the same text as the default kernels')")
+    print("| prompt | tokens | off tok/s | on tok/s | plain tok/s | on/off | accepted/verify | identical | == off |")
+    print("|---|---:|---:|---:|---:|---:|---:|:-:|:-:|")
     for name, r in result.items():
         for row in r["rows"]:
-            on, off = row["on"], row["off"]
+            on, off, plain = row["on"], row["off"], row["plain"]
             apv = on["accepted"] / on["verify_steps"] if on["verify_steps"] else 0.0
             print(f"| {row['name']} | {on['tokens']} | {off['effective_tok_s']:.0f} | {on['effective_tok_s']:.0f} | "
-                  f"{on['effective_tok_s'] / off['effective_tok_s']:.2f}x | {apv:.2f} | {'yes' if row['identical'] else 'NO'} |")
-        print(f"| **{name} (all)** | | **{r['off_tok_s']:.0f}** | **{r['on_tok_s']:.0f}** | "
+                  f"{plain['effective_tok_s']:.0f} | {on['effective_tok_s'] / off['effective_tok_s']:.2f}x | {apv:.2f} | "
+                  f"{'yes' if row['identical'] else 'NO'} | {'yes' if row['same_as_off'] else 'no'} |")
+        print(f"| **{name} (all)** | | **{r['off_tok_s']:.0f}** | **{r['on_tok_s']:.0f}** | {r['plain_tok_s']:.0f} | "
               f"**{r['on_tok_s'] / r['off_tok_s']:.2f}x** | {r['accepted_per_verify']:.2f} | "
-              f"{'yes' if r['identical'] else 'NO'} |")
+              f"{'yes' if r['identical'] else 'NO'} | |")
     return result
 
 
-def verify_cost(engine, context: int, iters: int = 50) -> dict:
+def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8)) -> dict:
     import torch
 
     with torch.inference_mode():
-        return _verify_cost(engine, context, iters)
+        return _verify_cost(engine, context, iters, widths)
 
 
-def _verify_cost(engine, context: int, iters: int) -> dict:
-    """Device time per replay of the one-token step graph and of the verify graph (width 9), us."""
+def _verify_cost(engine, context: int, iters: int, widths) -> dict:
+    """Device time per replay of the one-token step graph (the Triton kernels a speculating run decodes
+    with) and of the verify graph of each width, us."""
     import torch
 
     from ..sampling import SamplingParams
-    from .fast_verify import WIDTH
 
     runner = engine.runner
     prompt = list(range(100, 100 + context))
-    runner.start(prompt, SamplingParams(max_tokens=4 * iters + 64, ignore_eos=True))
+    runner.start(prompt, SamplingParams(max_tokens=4 * iters + 64, ignore_eos=True, speculate=True))
     v = runner._verifier()
-    draft = list(range(200, 200 + WIDTH - 1))
 
     def timed(fn) -> float:
         for _ in range(3):
@@ -144,23 +165,39 @@ def _verify_cost(engine, context: int, iters: int) -> dict:
         b.synchronize()
         return a.elapsed_time(b) * 1000 / iters
 
-    runner._select_attention(runner.host_pos)
-    step_graph = runner.step_graph()
-    step_us = timed(step_graph.replay)
-    graph = v.graph(v.span(runner.host_pos))
-    v._load(draft)
-    verify_us = timed(graph.replay)
-    t = time.perf_counter()
-    for _ in range(iters):
-        v.run(draft, runner.host_pos)
-    call_us = (time.perf_counter() - t) * 1e6 / iters
-    return {"context": context, "step_us": step_us, "verify_us": verify_us, "ratio": verify_us / step_us,
-            "verify_call_us": call_us, "width": WIDTH}
+    pos = runner.host_pos
+    runner._select_attention(pos)
+    step_us = timed(runner.step_graph().replay)
+    out = {"context": context, "step_us": step_us, "kernels": f"{runner.attention_kind}/{runner.gemv_kind}",
+           "group": v.group}
+    default = v.group
+    for kc, group in [(kc, default) for kc in widths] + [(8, None), (8, 2)]:
+        if group != v.group:
+            v.use_group(group)
+        draft = list(range(200, 200 + kc - 1))
+        graph = v.graph(kc)
+        v._load(draft)
+        us = timed(graph.replay)
+        runner.pos.fill_(pos)  # every replay advanced it
+        t = time.perf_counter()
+        for _ in range(iters):
+            runner.pos.fill_(pos)
+            v.run(draft)
+        call_us = (time.perf_counter() - t) * 1e6 / iters
+        runner.pos.fill_(pos)
+        out[kc if group == default else f"{kc}/group={group}"] = {"verify_us": us, "ratio": us / step_us,
+                                                                  "verify_call_us": call_us}
+    v.use_group(default)
+    return out
 
 
 def verify_main(args, engine) -> dict:
     r = verify_cost(engine, args.context)
-    print(f"\n{args.shape} (random weights), {engine.info['dtype']}, context {args.context}: "
-          f"one-token step {r['step_us']:.1f} us, verify of {r['width']} tokens (1 + {r['width'] - 1} drafted) "
-          f"{r['verify_us']:.1f} us = {r['ratio']:.2f}x; verify call with the host wait {r['verify_call_us']:.1f} us")
+    print(f"\n{args.shape} (random weights), {engine.info['dtype']}, context {args.context}, kernels {r['kernels']}: "
+          f"one-token step {r['step_us']:.1f} us; GEMV columns per program {r['group']} (rows k/group=G: G instead)")
+    print("| tokens per verify step | verify graph us | vs one-token step | verify call (host wait) us |")
+    print("|---:|---:|---:|---:|")
+    for key, x in r.items():
+        if isinstance(x, dict):
+            print(f"| {key} | {x['verify_us']:.1f} | {x['ratio']:.2f}x | {x['verify_call_us']:.1f} |")
     return r

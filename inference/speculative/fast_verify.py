@@ -1,15 +1,23 @@
-"""The fast path's verify step: the last token + up to `width - 1` drafted ones in one CUDA graph.
+"""The fast path's verify step: the last token + up to `width - 1` drafted ones, over the DECODE kernels.
 
-One graph per attention window (`span`: a power of two >= the last position + 1, at least
-MIN_SPAN), all of one width (drafts are padded; the padding's rows are written past the accepted
-ones and never read). The graph runs `VerifyModel.forward_window`, takes the argmax of every
-position, and accepts on the device: n = the length of the drafted prefix that agrees with those
-argmaxes; then it leaves the FastRunner's state as its own decode step would (token = argmax n,
-pos += n + 1, x = that token's embedding), so the next plain step or verify follows at once, and
-copies the argmaxes and n into pinned host memory. The host waits for that copy (drafting needs
-the tokens). Greedy requests without a repetition penalty only.
+A verify step of KC tokens (a draft-width bucket: 2, 4 or 8) runs the decode step's layer loop with the
+k-column kernels (kernels/*_cols.py): every weight tile is read once and applied to the KC columns, and
+column c computes, bit for bit, what the Triton decode step (FastRunner with use_gemv("triton") and
+use_attention("triton")) computes at position pos + c. Per layer: rmsnorm_gemv_cols (QKV),
+decode_attention_cols (the KC new k/v rows written, each column attending causally), gemv_residual_cols
+(o_proj), rmsnorm_gate_up_silu_cols, gemv_residual_cols (down); then lm_head_argmax_cols: the KC argmaxes,
+the length n of the drafted prefix that agrees with them, and the runner's step state left as its own
+step would (token = argmax n, pos += n + 1, x = that token's embedding), all on the device; the argmaxes
+and n land in pinned host memory, which the host reads after the launch (drafting needs the tokens).
 
-`run_eager` does the same without a graph (the CPU tests drive it with float32 weights).
+So a speculative greedy run on these kernels yields exactly the tokens of the plain greedy run on them
+(FastRunner switches a speculating request's plain steps to the Triton kernels). Rejected positions need
+no rollback: their cache rows lie past the new position, and every later step writes a row before any
+step reads it.
+
+One CUDA graph per bucket (positions live on the device, so a graph serves every position). Drafts are
+padded to the bucket; `klen` keeps the padding out of the acceptance. 16-bit weights only (the FP8 runner
+does not speculate). `run_eager` launches the same kernels without a graph (CPU tests, interpreter).
 """
 
 from __future__ import annotations
@@ -17,116 +25,152 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from ..reference import KVCache
-from .verify_model import VerifyModel
+from kernels.decode_attention import AttentionWorkspace
+from kernels.decode_attention_cols import decode_attention_cols
+from kernels.gate_up_silu_cols import rmsnorm_gate_up_silu_cols
+from kernels.gemv_residual_cols import gemv_residual_cols
+from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols
+from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols
 
-MIN_SPAN = 256
-WIDTH = 9  # tokens per verify step: the last one + up to 8 drafted (DraftConfig.max_draft's default)
+BUCKETS = (2, 4, 8)  # tokens per verify step (the last one + up to 7 drafted); small: a column costs registers
+GROUP = 4  # columns per program of the GEMVs: wider buckets run in groups (weights from L2 after the first)
 
 
 class FastVerifier:
-    def __init__(self, model: VerifyModel, cache: KVCache, token: Tensor, pos: Tensor, x: Tensor, width: int):
-        """token [1] int64, pos [1] int32, x [H] float32: the runner's step state (updated in place)."""
-        self.model, self.cache, self.width = model, cache, width
+    def __init__(self, cfg, weights, cache, cos: Tensor, sin: Tensor, token: Tensor, pos: Tensor, x: Tensor,
+                 attention: AttentionWorkspace, *, tuning=None, pdl: bool = False, buckets=BUCKETS,
+                 group: int | None = GROUP):
+        """token [1] int64, pos [1] int32, x [H] float32: the runner's step state (updated in place).
+        cos, sin: the RoPE tables of the decode step; attention: the decode step's Triton attention
+        workspace (its split count and combine group are copied: they fix the order of the sums).
+        group: the GEMVs' columns per program (None: all of a bucket's; kernels.rmsnorm_gemv_cols)."""
+        self.cfg, self.w, self.cache, self.cos, self.sin = cfg, weights, cache, cos, sin
         self.token, self.pos, self.x = token, pos, x
+        self.tuning, self.pdl, self.group = tuning, pdl, group
+        self.buckets = tuple(sorted(buckets))
+        self.width = self.buckets[-1]
         dev = token.device
-        self.draft = torch.zeros(width - 1, dtype=torch.int64, device=dev)
-        self.klen = torch.zeros((), dtype=torch.int64, device=dev)  # how many of `draft` are real
-        self.steps = torch.arange(width, dtype=torch.int64, device=dev)
-        self.out = torch.zeros(width + 1, dtype=torch.int64, device=dev)  # argmaxes, then n
         self.cuda = dev.type == "cuda"
-        self.host_in = torch.zeros(width, dtype=torch.int64, pin_memory=self.cuda)  # draft, then klen
-        self.host_out = torch.zeros(width + 1, dtype=torch.int64, pin_memory=self.cuda)
+        W = self.width
+        f32 = dict(device=dev, dtype=torch.float32)
+        self.X = torch.zeros(W, cfg.hidden_size, **f32)
+        self.qkv = torch.zeros(W, cfg.qkv_size, **f32)
+        self.attn = torch.zeros(W, cfg.q_size, **f32)
+        self.h = torch.zeros(W, cfg.intermediate_size, **f32)
+        self.logits = torch.zeros(W, cfg.vocab_size, **f32)
+        self.ws = AttentionWorkspace(cfg.num_heads, cfg.head_dim, attention.num_splits, dev,
+                                     combine_group=attention.group, columns=W)
+        self.scratch = cols_scratch(dev)
+        self.scale = cfg.head_dim ** -0.5
+        self.draft = torch.zeros(W - 1, dtype=torch.int64, device=dev)
+        self.klen = torch.zeros(1, dtype=torch.int64, device=dev)  # how many of `draft` are real
+        self.host_in = torch.zeros(W, dtype=torch.int64, pin_memory=self.cuda)  # draft, then klen
+        self.result = {kc: torch.zeros(kc + 1, dtype=torch.int64, pin_memory=self.cuda) if self.cuda
+                       else torch.zeros(kc + 1, dtype=torch.int64) for kc in self.buckets}
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
 
     @classmethod
-    def for_runner(cls, runner, width: int = WIDTH) -> "FastVerifier":
-        """A verifier over a FastRunner's weights, cache and step state."""
-        model = VerifyModel(runner.cfg, runner.w, runner.max_context)
-        return cls(model, runner.cache, runner.token, runner.pos, runner.x, width)
+    def for_runner(cls, runner, buckets=BUCKETS) -> "FastVerifier":
+        """A verifier over a FastRunner's weights, cache, step state and Triton attention workspace."""
+        ws = runner.workspaces.get("triton")
+        assert ws is not None, "the runner has not set up its Triton attention (use_attention('triton'))"
+        return cls(runner.cfg, runner.w, runner.cache, runner.model.cos, runner.model.sin, runner.token,
+                   runner.pos, runner.x, ws, tuning=runner.tuning, pdl=runner.pdl, buckets=buckets)
 
-    def capture(self, first_pos: int, end_pos: int):
-        """Capture the graphs a request from first_pos to end_pos may use (before its first step)."""
-        pos = first_pos
-        while pos < end_pos and self.fits(pos):
-            span = self.span(pos)
-            self.graph(span)
-            pos = max(pos + 1, span - self.width + 1)
+    def use_group(self, group: int | None) -> None:
+        """Columns per program of the GEMVs from now on (the bench's A/B); drops the captured graphs."""
+        self.group = group
+        self.graphs = {}
 
-    def span(self, pos: int) -> int:
-        """The attention window of a verify step whose first token sits at `pos`."""
-        need = pos + self.width
-        return min(max(MIN_SPAN, 1 << (need - 1).bit_length()), self.cache.max_len)
+    @property
+    def max_draft(self) -> int:
+        return self.width - 1
 
-    def fits(self, pos: int) -> bool:
-        return pos + self.width <= self.cache.max_len
+    def bucket(self, k: int) -> int:
+        """Columns of the verify step for k drafted tokens: the smallest bucket that holds k + 1."""
+        return next(b for b in self.buckets if b >= k + 1)
 
-    def _body(self, span: int):
-        positions = self.pos.long() + self.steps
-        ids = torch.cat([self.token, self.draft])
-        greedy = self.model.forward_window(ids, positions, span, self.cache).argmax(-1)  # [width]
-        agree = (self.draft == greedy[:-1]) & (self.steps[:-1] < self.klen)
-        n = agree.long().cumprod(0).sum()
-        nxt = greedy.index_select(0, n.view(1))
-        self.token.copy_(nxt)
-        self.pos.add_((n + 1).to(self.pos.dtype))
-        self.x.copy_(self.model.w.embed.index_select(0, nxt)[0])
-        self.out[:-1].copy_(greedy)
-        self.out[-1:].copy_(n.view(1))
-        self.host_out.copy_(self.out, non_blocking=self.cuda)
+    def fits(self, pos: int, k: int | None = None) -> bool:
+        """Whether a verify step of k drafted tokens (default: the widest) at `pos` stays inside the cache."""
+        return pos + (self.width if k is None else self.bucket(k)) <= self.cache.max_len
 
-    def _load(self, draft: list[int]):
+    def capture(self):
+        """Capture every bucket's graph (before a request's first step)."""
+        for kc in self.buckets:
+            self.graph(kc)
+
+    # -- the verify step, as captured ---------------------------------------------------------------
+    def _body(self, kc: int):
+        cfg, w, t, pdl, eps = self.cfg, self.w, self.tuning, self.pdl, self.cfg.rms_norm_eps
+        g = None if self.group is None or kc % min(self.group, kc) else self.group
+        X, qkv, attn, h = self.X[:kc], self.qkv[:kc], self.attn[:kc], self.h[:kc]
+        X[0].copy_(self.x)
+        if kc > 1:
+            X[1:].copy_(w.embed.index_select(0, self.draft[:kc - 1]))
+        for i, layer in enumerate(w.layers):
+            rmsnorm_gemv_cols(X, layer.qkv, qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl, tuning=t, group=g)
+            decode_attention_cols(qkv, self.pos, self.cache.k[i], self.cache.v[i], self.cos, self.sin, attn, self.ws,
+                                  self.scale, layer.q_norm, layer.k_norm, eps, pdl=pdl)
+            gemv_residual_cols(attn, layer.o, X, pdl=pdl, tuning=t, group=g)
+            rmsnorm_gate_up_silu_cols(X, layer.mlp_norm, eps, layer.gate_up, h, pdl=pdl, tuning=t, group=g)
+            gemv_residual_cols(h, layer.down, X, pdl=pdl, tuning=t, group=g)
+        lm_head_argmax_cols(X, w.lm_head, self.logits[:kc], self.scratch, self.draft, self.klen, self.token, self.pos,
+                            w.embed, self.x, self.result[kc], norm_w=w.norm, eps=eps, pdl=pdl, tuning=t, group=g)
+
+    def _load(self, draft: list[int]) -> int:
         k = len(draft)
-        assert 1 <= k < self.width
+        assert 1 <= k < self.width, f"a draft of 1..{self.width - 1} tokens, not {k}"
         self.host_in[:k] = torch.tensor(draft, dtype=torch.int64)
         self.host_in[k:-1] = draft[-1]
         self.host_in[-1] = k
         self.draft.copy_(self.host_in[:-1], non_blocking=self.cuda)
-        self.klen.copy_(self.host_in[-1], non_blocking=self.cuda)
+        self.klen.copy_(self.host_in[-1:], non_blocking=self.cuda)
+        return self.bucket(k)
 
-    def _result(self) -> list[int]:
-        out = self.host_out.tolist()
-        n = out[-1]
-        return out[:n + 1]
+    def _result(self, kc: int) -> list[int]:
+        out = self.result[kc].tolist()
+        return out[:out[-1] + 1]
 
     @torch.inference_mode()
-    def run_eager(self, draft: list[int], pos: int) -> list[int]:
-        self._load(draft)
-        self._body(self.span(pos))
+    def run_eager(self, draft: list[int], pos: int | None = None) -> list[int]:
+        """run() without a graph: the accepted drafted tokens plus the model's next one."""
+        kc = self._load(draft)
+        self._body(kc)
         if self.cuda:
             torch.cuda.current_stream().synchronize()
-        return self._result()
+        return self._result(kc)
 
     @torch.inference_mode()
-    def run(self, draft: list[int], pos: int) -> list[int]:
-        """Verify `draft` after the runner's current token at host position `pos`: the accepted
-        drafted tokens plus the model's next one."""
-        graph = self.graph(self.span(pos))
+    def run(self, draft: list[int], pos: int | None = None) -> list[int]:
+        """Verify `draft` after the runner's current token: the accepted drafted tokens plus the model's
+        next one. The runner's token, pos and x are left for its next step."""
+        kc = self.bucket(len(draft))
+        graph = self.graph(kc)
         self._load(draft)
         graph.replay()
         torch.cuda.current_stream().synchronize()
-        return self._result()
+        return self._result(kc)
 
-    def graph(self, span: int) -> torch.cuda.CUDAGraph:
-        """The captured verify step for an attention window (captured on first use; the warm-up writes
-        cache rows at and past pos, which every later step rewrites before reading)."""
-        if span not in self.graphs:
+    def graph(self, kc: int) -> torch.cuda.CUDAGraph:
+        """The captured verify step of bucket kc (captured on first use; the warm-up writes cache rows at
+        and past pos, which every later step rewrites before reading)."""
+        if kc not in self.graphs:
             saved = (self.token.clone(), self.pos.clone(), self.x.clone())
-            self.klen.fill_(0)
+            self.klen.zero_()
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
-                for _ in range(2):
+                for _ in range(2):  # compiles every kernel outside the capture
                     self._restore(saved)
-                    self._body(span)
+                    self._body(kc)
             torch.cuda.current_stream().wait_stream(stream)
             self._restore(saved)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=stream):
-                self._body(span)
+                self._body(kc)
             self._restore(saved)
-            self.graphs[span] = graph
-        return self.graphs[span]
+            self.graphs[kc] = graph
+        return self.graphs[kc]
 
     def _restore(self, saved):
         token, pos, x = saved

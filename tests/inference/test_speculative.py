@@ -233,42 +233,47 @@ def test_sampled_and_penalised_requests_do_not_speculate(engine):
     assert run(engine, REPEATING, max_tokens=20)[2].speculative
 
 
-# --- the fast path's verify step, run eagerly on CPU in float32 ---------------------------------
+# --- the fast path's verify step (the k-column decode kernels), run eagerly on CPU -------------
 
-@pytest.mark.parametrize("shape", SHAPES)
-def test_fast_verify_window_forward_matches_the_reference_and_accepts_on_the_device(synth_dir, shape):
-    """VerifyModel.forward_window (the verify graph's math) at an offset equals the reference forward;
-    FastVerifier's on-device acceptance gives the same tokens as ReferenceRunner.verify and leaves the
-    step state (token, position, embedding) where the next step expects it."""
+@pytest.mark.slow
+@pytest.mark.parametrize("shape", ["tiny-qwen3"])  # the decode kernels need head_dim >= 32
+def test_fast_verifier_accepts_the_agreeing_prefix_with_the_column_kernels(synth_dir, shape):
+    """FastVerifier (kernels/*_cols.py under the Triton interpreter, float32) after a reference prefill:
+    every accept length gives the reference greedy tokens and leaves the step state (token, position,
+    embedding) where the next step expects it; the cache rows it wrote are the reference's."""
+    import os
+
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # before kernels/ is imported (no GPU here)
     import torch
 
     from inference.reference import KVCache
     from inference.speculative.fast_verify import FastVerifier
-    from inference.speculative.verify_model import VerifyModel
+    from kernels.decode_attention import AttentionWorkspace
 
     runner = runner_for(synth_dir, shape, ctx=300)
-    cfg, w = runner.cfg, runner.model.w
+    cfg, model = runner.cfg, runner.model
+    w = model.w
     prompt = list(range(5, 45))
     truth = plain_greedy(runner, prompt, 30)
-    model = VerifyModel(cfg, w, 300)
     cache = KVCache(cfg, 300, "cpu", torch.float32)
-    model.forward_window(torch.tensor(prompt), torch.arange(len(prompt)), 256, cache)
+    model.forward(torch.tensor(prompt), 0, cache)
     token = torch.tensor([truth[0]])
     pos = torch.tensor([len(prompt)], dtype=torch.int32)
-    x = torch.zeros(cfg.hidden_size)
-    v = FastVerifier(model, cache, token, pos, x, width=9)
+    x = w.embed[truth[0]].float().clone()
+    ws = AttentionWorkspace(cfg.num_heads, cfg.head_dim, 4, "cpu")
+    v = FastVerifier(cfg, w, cache, model.cos, model.sin, token, pos, x, ws, buckets=(2, 4, 8))
     done = 1
-    for k, wrong in [(8, 8), (3, 1), (8, 0), (5, 5), (2, 1)]:
+    for k, wrong in [(7, 7), (3, 1), (5, 0), (1, 1)]:
         draft = list(truth[done:done + k])
         if wrong < k:
             draft[wrong] = (draft[wrong] + 1) % 100
-        out = v.run_eager(draft, int(pos))
+        out = v.run_eager(draft)
         assert out == truth[done:done + min(wrong, k) + 1]
         done += len(out)
         assert int(token) == truth[done - 1] and int(pos) == len(prompt) + done - 1
         assert torch.equal(x, w.embed[truth[done - 1]].float())
     ref = KVCache(cfg, 300, "cpu", torch.float32)
-    logits = runner.model.forward(torch.tensor(prompt + truth[:10]), 0, ref)[len(prompt) - 1:]
-    mine = VerifyModel(cfg, w, 300).forward_window(torch.tensor(prompt[-1:] + truth[:9]),
-                                                  torch.arange(len(prompt) - 1, len(prompt) + 9), 256, cache)
-    torch.testing.assert_close(mine, logits[:10], rtol=1e-4, atol=1e-4)
+    model.forward(torch.tensor(prompt + truth[:done - 1]), 0, ref)
+    n = len(prompt) + done - 1
+    torch.testing.assert_close(cache.k[:, :, :n], ref.k[:, :, :n], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(cache.v[:, :, :n], ref.v[:, :, :n], rtol=1e-4, atol=1e-4)

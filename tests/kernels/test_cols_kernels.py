@@ -20,61 +20,70 @@ from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols, lm_he
 from kernels.rmsnorm_gemv import rmsnorm_gemv
 from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols, rmsnorm_gemv_cols_ref
 
-WIDTHS = [1, 3, 4] if not HAS_CUDA else [1, 2, 4, 8, 16]
-SHAPES = [(37, 100), (16, 64)] if not HAS_CUDA else [(2048, 1536), (1536, 1536), (1000, 1000)]
+WIDTHS = [1, 3, 4] if not HAS_CUDA else [1, 2, 8]
+SHAPES = [(37, 100), (16, 64)] if not HAS_CUDA else [(2048, 1536), (1000, 1000)]
 BIG_K = [(24, 200)] if not HAS_CUDA else [(1536, 8960)]
+
+
+def groups(kc, split):
+    """The launchers' `group`: all columns in one program, or 2 (1 for odd widths) per program."""
+    return (2 if kc % 2 == 0 else 1) if split else None
 
 
 def weights(n, k, gen, dtype=torch.bfloat16):
     return randn(n, k, gen=gen, dtype=dtype, scale=0.05)
 
 
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("kc", WIDTHS)
 @pytest.mark.parametrize("n,k", SHAPES)
 @pytest.mark.parametrize("with_norm,with_bias", [(True, True), (False, False)])
-def test_rmsnorm_gemv_cols_is_the_one_column_kernel_per_column(kc, n, k, with_norm, with_bias, gen):
+def test_rmsnorm_gemv_cols_is_the_one_column_kernel_per_column(kc, n, k, with_norm, with_bias, split, gen):
     x = randn(kc, k, gen=gen, scale=3.0)
     w = weights(n, k, gen)
     norm_w = randn(k, gen=gen, dtype=torch.bfloat16) if with_norm else None
     bias = randn(n, gen=gen, dtype=torch.bfloat16) if with_bias else None
     out = poisoned(kc, n)
-    assert rmsnorm_gemv_cols(x, w, out, norm_w, 1e-6, bias) is out
+    assert rmsnorm_gemv_cols(x, w, out, norm_w, 1e-6, bias, group=groups(kc, split)) is out
     assert rel_err(out, rmsnorm_gemv_cols_ref(x, w, norm_w, 1e-6, bias)) <= 1e-4
     for c in range(kc):
         one = rmsnorm_gemv(x[c].contiguous(), w, poisoned(n), norm_w, 1e-6, bias)
         assert torch.equal(out[c], one), f"column {c}"
 
 
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("kc", WIDTHS)
 @pytest.mark.parametrize("n,k", SHAPES + BIG_K)
-def test_gemv_residual_cols_is_the_one_column_kernel_per_column(kc, n, k, gen):
+def test_gemv_residual_cols_is_the_one_column_kernel_per_column(kc, n, k, split, gen):
     a = randn(kc, k, gen=gen)
     w = weights(n, k, gen)
     x0 = randn(kc, n, gen=gen)
     x = x0.clone()
-    assert gemv_residual_cols(a, w, x) is x
+    assert gemv_residual_cols(a, w, x, group=groups(kc, split)) is x
     assert rel_err(x, gemv_residual_cols_ref(a, w, x0)) <= 1e-4
     for c in range(kc):
         assert torch.equal(x[c], gemv_residual(a[c].contiguous(), w, x0[c].clone())), f"column {c}"
 
 
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("kc", WIDTHS)
 @pytest.mark.parametrize("i,k", [(40, 100), (16, 64)] if not HAS_CUDA else [(8960, 1536), (5504, 2048)])
-def test_gate_up_silu_cols_is_the_one_column_kernel_per_column(kc, i, k, gen):
+def test_gate_up_silu_cols_is_the_one_column_kernel_per_column(kc, i, k, split, gen):
     x = randn(kc, k, gen=gen, scale=3.0)
     norm_w = randn(k, gen=gen, dtype=torch.bfloat16)
     w = weights(2 * i, k, gen)
     out = poisoned(kc, i)
-    assert rmsnorm_gate_up_silu_cols(x, norm_w, 1e-6, w, out) is out
+    assert rmsnorm_gate_up_silu_cols(x, norm_w, 1e-6, w, out, group=groups(kc, split)) is out
     assert rel_err(out, rmsnorm_gate_up_silu_cols_ref(x, norm_w, 1e-6, w)) <= 1e-4
     for c in range(kc):
         one = rmsnorm_gate_up_silu(x[c].contiguous(), norm_w, 1e-6, w, poisoned(i))
         assert torch.equal(out[c], one), f"column {c}"
 
 
+@pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("kc", WIDTHS)
-@pytest.mark.parametrize("klen,agree", [(0, 0), (2, 0), (2, 1), (2, 2), (15, 15), (15, 1)])
-def test_lm_head_argmax_cols_accepts_the_agreeing_prefix_and_feeds_its_next_token(kc, klen, agree, gen):
+@pytest.mark.parametrize("klen,agree", [(0, 0), (2, 1), (2, 2), (15, 15), (15, 1)])
+def test_lm_head_argmax_cols_accepts_the_agreeing_prefix_and_feeds_its_next_token(kc, klen, agree, split, gen):
     v, k = (300, 64) if not HAS_CUDA else (151936, 1536)
     klen = min(klen, kc - 1)
     agree = min(agree, klen)
@@ -93,7 +102,8 @@ def test_lm_head_argmax_cols_accepts_the_agreeing_prefix_and_feeds_its_next_toke
     scratch = cols_scratch(DEVICE)
     for _ in range(2):  # the scratch is left ready for the next launch
         pos.fill_(10)
-        lm_head_argmax_cols(x, w, logits, scratch, draft, klen_t, token, pos, embed, x_next, result, norm_w)
+        lm_head_argmax_cols(x, w, logits, scratch, draft, klen_t, token, pos, embed, x_next, result, norm_w,
+                            group=groups(kc, split))
         ref_logits, ref_g, n = lm_head_argmax_cols_ref(x, w, draft, klen, norm_w)
         assert n == agree
         assert rel_err(logits, ref_logits) <= 1e-4
@@ -118,7 +128,7 @@ def attention_case(hq, hkv, d, t_max, kc, qk_norm, dtype, gen):
 @pytest.mark.parametrize("kc", WIDTHS)
 @pytest.mark.parametrize("hq,hkv,d,qk_norm", [(4, 2, 64, False), (6, 1, 64, True)] if not HAS_CUDA
                          else [(12, 2, 128, False), (16, 8, 128, True), (9, 3, 64, False)])
-@pytest.mark.parametrize("p", [0, 14, 40] if not HAS_CUDA else [0, 60, 500, 1019, 5000])
+@pytest.mark.parametrize("p", [0, 14, 40] if not HAS_CUDA else [0, 500, 5000])
 def test_decode_attention_cols_is_the_one_token_kernel_at_each_position(kc, hq, hkv, d, qk_norm, p, gen):
     dtype = torch.bfloat16
     t_max = 80 if not HAS_CUDA else 6000
