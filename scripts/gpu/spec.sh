@@ -3,7 +3,8 @@
 # decode kernels bit for bit (tests/kernels/test_cols_kernels.py on the real shapes), speculative vs plain greedy
 # on the Triton kernels (random weights, tests/inference/test_speculative_gpu.py), the k-token verify step's cost
 # vs a one-token step on the 1.5B shape (k = 2, 4, 8), and the edit workload on the real model in $MODEL
-# (speculation off / on / plain on the speculation's kernels, one call; "identical" = on vs plain).
+# (speculation off / on / plain on the speculation's kernels, one call; "identical" = on vs plain), and
+# lab.probe_cols_kernels (each k-column kernel vs its one-column twin, us per launch).
 # Usage: OUT=... MODEL=/tmp/smollm2.gguf bash scripts/gpu/spec.sh      logs: $OUT/spec/, a table last. ~4 min.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,7 +32,8 @@ if [ -f "$MODEL" ]; then
 else
   echo "no model at $MODEL: edit workload skipped"
 fi
-step kernel-tests 50 python3 -m pytest -q -p no:cacheprovider -p no:randomly -o addopts="" \
+step probe 45 python3 -m lab.probe_cols_kernels --shape qwen2.5-coder-1.5b --context 512
+step kernel-tests 75 python3 -m pytest -q -p no:cacheprovider -p no:randomly -o addopts="" \
   tests/kernels/test_cols_kernels.py
 echo
 grep -hE "verify steps|FAILED|Error" "$LOG/gpu-tests.log" | head -12
@@ -39,6 +41,7 @@ grep -hE "FAILED" "$LOG/kernel-tests.log" | head -8
 echo
 printf '%s\n' "${summary[@]}"
 echo
-grep -E "^\||kernels|context" "$LOG/verify-1.5b.log" | tail -6
+grep -E "^\||kernels|context" "$LOG/verify-1.5b.log" | tail -9
 [ -f "$LOG/edit.log" ] && grep -E "^\||real weights|random weights|^off" "$LOG/edit.log"
+grep -E "^\||context" "$LOG/probe.log" | tail -34
 true
