@@ -80,11 +80,14 @@ def test_gate_up_silu_cols_is_the_one_column_kernel_per_column(kc, i, k, split, 
         assert torch.equal(out[c], one), f"column {c}"
 
 
+ACCEPTS = [(0, 0), (2, 1), (15, 15)] if not HAS_CUDA else [(0, 0), (2, 1), (2, 2), (15, 15), (15, 1)]
+
+
 @pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("kc", WIDTHS)
-@pytest.mark.parametrize("klen,agree", [(0, 0), (2, 1), (2, 2), (15, 15), (15, 1)])
+@pytest.mark.parametrize("klen,agree", ACCEPTS)
 def test_lm_head_argmax_cols_accepts_the_agreeing_prefix_and_feeds_its_next_token(kc, klen, agree, split, gen):
-    v, k = (300, 64) if not HAS_CUDA else (151936, 1536)
+    v, k = (120, 64) if not HAS_CUDA else (151936, 1536)
     klen = min(klen, kc - 1)
     agree = min(agree, klen)
     x = randn(kc, k, gen=gen, scale=3.0)
