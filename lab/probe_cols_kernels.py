@@ -6,7 +6,11 @@ For each launch of a decode layer (QKV, attention, o_proj, gate/up, down) and th
 microseconds per launch of the one-column decode kernel and of its k-column twin (kernels/*_cols.py) at
 KC = 1, 2, 4, 8 (8 also with 4 columns per program), 24 launches back to back in one CUDA graph over rotating
 weight copies so L2 never holds them (lab.bench_kernels.in_graph_us). A KC-column launch that costs much more
-than the one-column one is not bandwidth-bound: registers, activation re-reads or instructions. Not a test; the
+than the one-column one is not bandwidth-bound: registers, activation re-reads or instructions. The "rows x4"
+rows test one cause: each program of the decode configs owns 4 rows (16 for gate/up) and re-reads every
+activation column for them (for 4 rows of bf16 that is half the weight bytes again, per column, from L2); with
+4x the rows and 4x the warps (the extra warps along the rows: the layout along K, hence the per-row sums, stays
+the one-column kernel's; the fused RMSNorm's sum of squares would not) the re-reads drop 4x. Not a test; the
 end-to-end number is `inference.bench --workload verify`.
 """
 
@@ -17,7 +21,11 @@ import math
 
 import torch
 
+from dataclasses import replace
+
 from inference.synth import SHAPES
+from kernels._util import gate_up_config, gemv_config
+from kernels.tuning import for_device
 from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits, rope_tables
 from kernels.decode_attention_cols import decode_attention_cols
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
@@ -41,16 +49,17 @@ def gemv_rows(shape) -> list[tuple[str, str, float]]:
     rows = []
     specs = [  # name, W rows, W cols, one-column launch(x, w), k-column launch(X, w, group)
         ("qkv", q + 2 * kv, h, lambda x, w, o: rmsnorm_gemv(x, w, o, norm, 1e-6, pdl=True),
-         lambda x, w, o, g: rmsnorm_gemv_cols(x, w, o, norm, 1e-6, pdl=True, group=g)),
+         lambda x, w, o, g, t=None: rmsnorm_gemv_cols(x, w, o, norm, 1e-6, pdl=True, group=g, tuning=t)),
         ("o_proj", h, q, lambda a, w, x: gemv_residual(a, w, x, pdl=True),
-         lambda a, w, x, g: gemv_residual_cols(a, w, x, pdl=True, group=g)),
+         lambda a, w, x, g, t=None: gemv_residual_cols(a, w, x, pdl=True, group=g, tuning=t)),
         ("gate_up", 2 * i, h, lambda x, w, o: rmsnorm_gate_up_silu(x, norm, 1e-6, w, o, pdl=True),
-         lambda x, w, o, g: rmsnorm_gate_up_silu_cols(x, norm, 1e-6, w, o, pdl=True, group=g)),
+         lambda x, w, o, g, t=None: rmsnorm_gate_up_silu_cols(x, norm, 1e-6, w, o, pdl=True, group=g, tuning=t)),
         ("down", h, i, lambda a, w, x: gemv_residual(a, w, x, pdl=True),
-         lambda a, w, x, g: gemv_residual_cols(a, w, x, pdl=True, group=g)),
+         lambda a, w, x, g, t=None: gemv_residual_cols(a, w, x, pdl=True, group=g, tuning=t)),
         ("lm_head", v, h, lambda x, w, o: rmsnorm_gemv(x, w, o, norm, 1e-6, pdl=True),
-         lambda x, w, o, g: rmsnorm_gemv_cols(x, w, o, norm, 1e-6, pdl=True, group=g)),
+         lambda x, w, o, g, t=None: rmsnorm_gemv_cols(x, w, o, norm, 1e-6, pdl=True, group=g, tuning=t)),
     ]
+    row = for_device("cuda")
     for name, n, k, one, cols in specs:
         ws = copies(lambda: torch.randn(n, k, **bf) * 0.02, n * k * 2)
         out_n = n // 2 if name == "gate_up" else n
@@ -62,6 +71,15 @@ def gemv_rows(shape) -> list[tuple[str, str, float]]:
             O = torch.zeros(kc, out_n, device="cuda")
             us = in_graph_us(lambda w: cols(X, w, O, g), ws)
             rows.append((name, f"KC={kc}" + (f" group={g}" if g else ""), us))
+        cfg = gate_up_config(n // 2, k, row) if name == "gate_up" else gemv_config(n, k, row)
+        wide = (min(cfg["BLOCK_N"] * 4, 64), cfg["BLOCK_K"], min(32, cfg["num_warps"] * 4), cfg.get("num_stages", 3))
+        key = (n // 2, k) if name == "gate_up" else (n, k)
+        wide_row = replace(row, gemv_overrides=((key, wide),))
+        for kc in (4, 8):
+            X = torch.randn(kc, k, device="cuda")
+            O = torch.zeros(kc, out_n, device="cuda")
+            us = in_graph_us(lambda w: cols(X, w, O, None, wide_row), ws)
+            rows.append((name, f"KC={kc} rows x4 {wide[:3]}", us))
         del ws
         torch.cuda.empty_cache()
     return rows
