@@ -88,7 +88,7 @@ class FastRankRunner(FastRunner):
         """plan: the split (FastRunner's own `plan` is its step plan); reduce: the all-reduce in the step
         (reduce.py: "nccl" or "symm")."""
         self.tp_plan, self.rank, self.comm = plan, rank, comm
-        self.ref = RankRunner(plan, rank, shard, comm, max_context)  # prefill, non-greedy decode
+        self.ref = RankRunner(plan, rank, shard, comm, max_context)  # its sampler; logprobs requests
         super().__init__(plan.local_cfg(), shard, max_context, pdl=pdl, attention=attention, gemv=gemv,
                          tuning=tuning)
         self.model = RankPrefill(plan.local_cfg(), shard, max_context, comm)
