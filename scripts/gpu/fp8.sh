@@ -21,7 +21,7 @@ step() {  # step NAME CMD...: run with its log in $LOG/NAME.log, remember the ex
   summary+=("$(printf '%-30s rc=%-3s %4ss' "$name" "$rc" $((SECONDS - t0)))")
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$LOG/gpu.txt" 2>&1
-step gpu-tests timeout 120 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" \
+step gpu-tests timeout 150 python3 -m pytest -m gpu -q -p no:cacheprovider -o addopts="" \
   tests/kernels/test_fp8_gemv.py tests/inference/test_fp8_fast_path.py
 if [ -f "$MODEL" ]; then
   for w in fp8 bf16; do
@@ -32,8 +32,8 @@ else
   echo "quality: skipped ($MODEL missing)"
 fi
 for shape in $SHAPES; do
-  step "bench-$shape" timeout 120 python3 -m inference.bench --shape "$shape" --weights fp8,bf16 --ttft 128 \
-    --json "$LOG/bench-$shape.json"
+  step "bench-$shape" timeout 100 python3 -m inference.bench --shape "$shape" --weights fp8,bf16 --ttft 128 \
+    --tokens 256 --json "$LOG/bench-$shape.json"
 done
 echo "=== summary"; printf '%s\n' "${summary[@]}"
 echo "=== FP8 vs bf16: quality gate (real model, fast path) and decode, batch 1, ctx 512 ($(tail -1 "$LOG/gpu.txt"))"

@@ -4,6 +4,7 @@
 # GPU tests of kernels/ and inference/ (the generic tuning fallback included). Needs the before tree:
 #   mkdir -p .before && git archive 1e3231e inference kernels | tar -x -C .before
 # Usage: bash scripts/gpu/restructure.sh   env: OUT (logs under $OUT/restructure), BEFORE (default .before),
+# SHAPES (space-separated; default the three below), TESTS (0: benches only),
 # MODEL (unused: the bench runs random-weight checkpoints of each shape). Prints a table last. ~5 min.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,7 +13,7 @@ OUT=${OUT:-out}; L=$OUT/restructure; mkdir -p "$L"; L=$(cd "$L" && pwd)
 BEFORE=$(cd "${BEFORE:-.before}" 2>/dev/null && pwd) || { echo "no before tree: see the header of $0"; exit 2; }
 export PYTHONUNBUFFERED=1
 BASE_PATH=${PYTHONPATH:-}
-SHAPES=(qwen2.5-coder-1.5b qwen3-1.7b qwen2.5-coder-3b)
+read -r -a SHAPES <<< "${SHAPES:-qwen2.5-coder-1.5b qwen3-1.7b qwen2.5-coder-3b}"
 ARGS=(--context 512 --tokens 512 --repeats 3 --ttft "")
 
 bench() {  # tree shape: one bench process with that tree first on the path (python -m puts the cwd first)
@@ -28,10 +29,12 @@ for shape in "${SHAPES[@]}"; do  # interleaved: before, after, per shape
   bench after "$shape"
 done
 left=$((300 - SECONDS - 15)); [ $left -lt 60 ] && left=60
-PYTHONPATH=$ROOT${BASE_PATH:+:$BASE_PATH} timeout $left python3 -m pytest -m gpu tests/kernels tests/inference -q \
-  -p no:cacheprovider -o addopts="" > "$L/gpu-tests.log" 2>&1
-echo "GPU tests (timeout ${left}s): $(tail -1 "$L/gpu-tests.log")"
-grep -E "^(FAILED|ERROR)" "$L/gpu-tests.log" | head -20
+if [ "${TESTS:-1}" = 1 ]; then
+  PYTHONPATH=$ROOT${BASE_PATH:+:$BASE_PATH} timeout $left python3 -m pytest -m gpu tests/kernels tests/inference -q \
+    -p no:cacheprovider -o addopts="" > "$L/gpu-tests.log" 2>&1
+  echo "GPU tests (timeout ${left}s): $(tail -1 "$L/gpu-tests.log")"
+  grep -E "^(FAILED|ERROR)" "$L/gpu-tests.log" | head -20
+fi
 
 python3 - "$L" "${SHAPES[@]}" <<'PY'
 import json, pathlib, sys

@@ -3,7 +3,8 @@
 # decode kernels bit for bit (tests/kernels/test_cols_kernels.py on the real shapes), speculative vs plain greedy
 # on the Triton kernels (random weights, tests/inference/test_speculative_gpu.py), the k-token verify step's cost
 # vs a one-token step on the 1.5B shape (k = 2, 4, 8), and the edit workload on the real model in $MODEL
-# (speculation off / on / plain on the speculation's kernels, one call; "identical" = on vs plain).
+# (speculation off / on / plain on the speculation's kernels, one call; "identical" = on vs plain), and
+# lab.probe_cols_kernels (each k-column kernel vs its one-column twin, us per launch).
 # Usage: OUT=... MODEL=/tmp/smollm2.gguf bash scripts/gpu/spec.sh      logs: $OUT/spec/, a table last. ~4 min.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,17 +22,18 @@ step() {  # step NAME SECONDS CMD...: run with a time limit and its log in $LOG/
   summary+=("$(printf '%-14s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - t0)) "$(grep -E '[0-9]+ (passed|failed)' "$LOG/$name.log" | tail -1)")")
 }
 # the 1.5B's column kernels compile in the first step; the later ones find them in Triton's cache
-step verify-1.5b 80 python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 \
+step verify-1.5b 60 python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 \
   --json "$LOG/verify_1.5b.json"
-step gpu-tests 90 python3 -m pytest -q -s -p no:cacheprovider -p no:randomly -o addopts="" \
+step gpu-tests 70 python3 -m pytest -q -s -p no:cacheprovider -p no:randomly -o addopts="" \
   tests/inference/test_speculative_gpu.py
 if [ -f "$MODEL" ]; then
-  step edit 70 python3 -m inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 \
+  step edit 50 python3 -m inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 \
     --json "$LOG/edit.json"
 else
   echo "no model at $MODEL: edit workload skipped"
 fi
-step kernel-tests 50 python3 -m pytest -q -p no:cacheprovider -p no:randomly -o addopts="" \
+step probe 60 python3 -m lab.probe_cols_kernels --shape qwen2.5-coder-1.5b --context 512
+step kernel-tests 55 python3 -m pytest -q -p no:cacheprovider -p no:randomly -o addopts="" \
   tests/kernels/test_cols_kernels.py
 echo
 grep -hE "verify steps|FAILED|Error" "$LOG/gpu-tests.log" | head -12
@@ -39,6 +41,7 @@ grep -hE "FAILED" "$LOG/kernel-tests.log" | head -8
 echo
 printf '%s\n' "${summary[@]}"
 echo
-grep -E "^\||kernels|context" "$LOG/verify-1.5b.log" | tail -6
+grep -E "^\||kernels|context" "$LOG/verify-1.5b.log" | tail -9
 [ -f "$LOG/edit.log" ] && grep -E "^\||real weights|random weights|^off" "$LOG/edit.log"
+grep -E "^\||context" "$LOG/probe.log" | tail -34
 true

@@ -108,11 +108,15 @@ def test_graph_replay_generates_what_eager_kernels_generate(checkpoint, fp8_head
         return [t for ev in engine.generate(prompt, params) if not isinstance(ev, FinishEvent) for t in ev.token_ids]
 
     greedy = SamplingParams(max_tokens=64, ignore_eos=True)
-    runs = []
+    runs = {}
     for use_graph, fused in ((True, True), (False, True), (True, False)):
         engine.runner.use_graph, engine.runner.fused_greedy = use_graph, fused
-        runs += [run(greedy), run(greedy)]
-    assert len(runs[0]) == 64 and all(r == runs[0] for r in runs)
+        for again in (0, 1):
+            runs[f"graph={use_graph} fused={fused} run={again}"] = run(greedy)
+    first = runs["graph=True fused=True run=0"]
+    diverged = {mode: next(i for i, (a, b) in enumerate(zip(r, first)) if a != b)
+                for mode, r in runs.items() if r != first}
+    assert len(first) == 64 and not diverged, f"first token that differs from graph=True fused=True run=0: {diverged}"
     sampled = SamplingParams(max_tokens=48, temperature=0.8, top_p=0.9, seed=7, ignore_eos=True)
     assert run(sampled) == run(sampled)
 

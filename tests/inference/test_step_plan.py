@@ -361,7 +361,10 @@ def test_a_real_runner_plans_as_the_fakes_assume(weights, tmp_path):
     cfg = runner.cfg
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     gpu = FakeGpu("this", runner.tuning, sms, _cuda_rtc.available(runner.device))
-    assert runner.target == target(gpu, cfg, "fp8" if weights == "fp8" else "bf16")
+    from inference.quant import FP8_LM_HEAD
+
+    engine_weights = "bf16" if weights == "bf16" else "fp8" if FP8_LM_HEAD else "fp8-bf16-head"  # the engine's LM head
+    assert runner.target == target(gpu, cfg, engine_weights)
     assert runner.plan == choose(cfg, runner.tuning, runner.target)
     assert runner.step_plan() == runner.plan.at(0) and runner.layer_plan == runner.plan.at(0)
     if gpu.nvrtc and runner.tuning.name == "h200":

@@ -20,8 +20,8 @@ from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols, lm_he
 from kernels.rmsnorm_gemv import rmsnorm_gemv
 from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols, rmsnorm_gemv_cols_ref
 
-WIDTHS = [1, 3, 4] if not HAS_CUDA else [1, 2, 8]
-SHAPES = [(37, 100), (16, 64)] if not HAS_CUDA else [(2048, 1536), (1000, 1000)]
+WIDTHS = [1, 3, 4] if not HAS_CUDA else [1, 8]
+SHAPES = [(37, 100), (16, 64)] if not HAS_CUDA else [(2048, 1536)]
 BIG_K = [(24, 200)] if not HAS_CUDA else [(1536, 8960)]
 
 
@@ -67,7 +67,7 @@ def test_gemv_residual_cols_is_the_one_column_kernel_per_column(kc, n, k, split,
 
 @pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("kc", WIDTHS)
-@pytest.mark.parametrize("i,k", [(40, 100), (16, 64)] if not HAS_CUDA else [(8960, 1536), (5504, 2048)])
+@pytest.mark.parametrize("i,k", [(40, 100), (16, 64)] if not HAS_CUDA else [(8960, 1536)])
 def test_gate_up_silu_cols_is_the_one_column_kernel_per_column(kc, i, k, split, gen):
     x = randn(kc, k, gen=gen, scale=3.0)
     norm_w = randn(k, gen=gen, dtype=torch.bfloat16)
@@ -80,11 +80,14 @@ def test_gate_up_silu_cols_is_the_one_column_kernel_per_column(kc, i, k, split, 
         assert torch.equal(out[c], one), f"column {c}"
 
 
+ACCEPTS = [(0, 0), (2, 1), (15, 15)] if not HAS_CUDA else [(0, 0), (2, 1), (2, 2), (15, 15), (15, 1)]
+
+
 @pytest.mark.parametrize("split", [False, True])
 @pytest.mark.parametrize("kc", WIDTHS)
-@pytest.mark.parametrize("klen,agree", [(0, 0), (2, 1), (2, 2), (15, 15), (15, 1)])
+@pytest.mark.parametrize("klen,agree", ACCEPTS)
 def test_lm_head_argmax_cols_accepts_the_agreeing_prefix_and_feeds_its_next_token(kc, klen, agree, split, gen):
-    v, k = (300, 64) if not HAS_CUDA else (151936, 1536)
+    v, k = (120, 64) if not HAS_CUDA else (151936, 1536)
     klen = min(klen, kc - 1)
     agree = min(agree, klen)
     x = randn(kc, k, gen=gen, scale=3.0)
