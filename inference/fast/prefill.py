@@ -36,6 +36,11 @@ class PrefillModel(ReferenceModel):
         """RMSNorm of the float32 stream, handed to the GEMMs in the norm weight's dtype (the model's)."""
         return (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.cfg.rms_norm_eps) * w).to(w.dtype)
 
+    def _sum(self, t: Tensor) -> Tensor:
+        """o_proj's and down_proj's output as the residual adds it: itself here (a tensor-parallel rank's
+        prefill, inference.parallel.fast, all-reduces its partial sum)."""
+        return t
+
     def _rope(self, x: Tensor, T: int) -> Tensor:
         """x [T, heads, D] (q and k heads together) -> rotated, rotate-half convention."""
         return x * self.cos_full[:T, None] + rotate_half(x) * self.sin_full[:T, None]
@@ -59,9 +64,9 @@ class PrefillModel(ReferenceModel):
             cache.v[i, :, :T] = v
             attn = F.scaled_dot_product_attention(q.transpose(0, 1)[None], k[None], v[None], is_causal=True,
                                                   enable_gqa=Hq != Hkv)  # [1, Hq, T, D]
-            x = x + linear(attn[0].transpose(0, 1).reshape(T, cfg.q_size), layer.o)
+            x = x + self._sum(linear(attn[0].transpose(0, 1).reshape(T, cfg.q_size), layer.o))
             gate, up = linear(self._norm(x, layer.mlp_norm), layer.gate_up).chunk(2, dim=-1)
-            x = x + linear(F.silu(gate) * up, layer.down)
+            x = x + self._sum(linear(F.silu(gate) * up, layer.down))
         h = self._norm(x.index_select(0, last), w.norm)  # [1, H]
         return linear(h, w.lm_head)[0].float()
 

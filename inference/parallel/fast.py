@@ -13,9 +13,11 @@ and vocabulary rows), plus three things a split step needs:
 - the LM head gives the rank's vocabulary slice of the logits; the greedy token is a distributed
   argmax (each rank's best (value, id), one all-gather of two numbers: `Comm.argmax`), fed back
   by feed_token on every rank, so every rank's graph continues from the same token.
-- prefill, and decode of requests that sample, use a repetition penalty or want logprobs, run the
-  reference rank (`RankRunner`: eager PyTorch with the same collectives) on the same shard and
-  KV cache; only greedy decode runs the graph.
+- sampled requests and repetition penalties: the reference rank's `ShardedSampler` (device ops and
+  collectives only) runs inside the graph after the LM head, as the one-GPU step runs its Sampler.
+- prefill is the fast path's (`RankPrefill`: cuBLAS/SDPA, float32 residual, a CUDA graph per prompt
+  bucket) with the same two all-reduces per layer; decode of requests that want logprobs runs the
+  reference rank (`RankRunner`: eager PyTorch, the same collectives) on the same shard and KV cache.
 `time_steps` replays the step back to back with or without its collectives (the bench's
 compute-vs-sync split). GPU only; the CPU tests check the reference rank, the gpu tests of
 tests/inference/test_parallel.py check this against the one-GPU fast path.
@@ -29,6 +31,7 @@ from torch import Tensor
 
 from kernels.feed_token import feed_token
 
+from ..fast.prefill import PrefillModel
 from ..fast.runner import FastRunner
 from ..fast.step import LayerLaunches, bind_step
 from ..sampling import SamplingParams
@@ -37,6 +40,8 @@ from .comm import Comm
 from .plan import TPPlan
 from .reduce import NoReduce, make_reducer
 from .runner import RankRunner
+
+GREEDY = (True, False, False, False)  # Sampler.mode of greedy requests without a repetition penalty
 
 
 class LocalComm(Comm):
@@ -49,6 +54,19 @@ class LocalComm(Comm):
 
     def all_gather(self, t: Tensor) -> Tensor:
         return t
+
+
+class RankPrefill(PrefillModel):
+    """The fast path's prefill (cuBLAS GEMMs, SDPA, float32 residual stream, one CUDA graph per prompt
+    bucket) on a shard: o_proj's and down_proj's partial outputs summed over the ranks in float32 before
+    the residual adds them; the logits are the rank's vocabulary slice."""
+
+    def __init__(self, cfg, weights, max_len: int, comm: Comm):
+        super().__init__(cfg, weights, max_len)
+        self.comm = comm
+
+    def _sum(self, t: Tensor) -> Tensor:
+        return self.comm.all_reduce_(t.float())
 
 
 class _WithX:
@@ -70,9 +88,10 @@ class FastRankRunner(FastRunner):
         """plan: the split (FastRunner's own `plan` is its step plan); reduce: the all-reduce in the step
         (reduce.py: "nccl" or "symm")."""
         self.tp_plan, self.rank, self.comm = plan, rank, comm
-        self.ref = RankRunner(plan, rank, shard, comm, max_context)  # prefill, non-greedy decode
+        self.ref = RankRunner(plan, rank, shard, comm, max_context)  # its sampler; logprobs requests
         super().__init__(plan.local_cfg(), shard, max_context, pdl=pdl, attention=attention, gemv=gemv,
                          tuning=tuning)
+        self.model = RankPrefill(plan.local_cfg(), shard, max_context, comm)
         self.reduce_kind = reduce
         self.reducer = make_reducer(reduce, comm, plan.cfg.hidden_size, self.device)
         # x, and where the attention half's all-reduce leaves its sum for the MLP half: x itself (NCCL, in
@@ -130,19 +149,26 @@ class FastRankRunner(FastRunner):
     def _step_body(self):
         self._layers()
         self._lm_head()
-        token = self.comm.argmax(self.logits, self.vocab_start)
+        greedy, use_penalty = self.sampler.mode[:2]
+        if greedy and not use_penalty:
+            token = self.comm.argmax(self.logits, self.vocab_start)
+        else:  # the sharded sampler's device ops and collectives, captured like the rest
+            token = self.ref.sampler(self.logits)
         feed_token(token, self.token, self.pos, self.w.embed, self.x, ring=self.ring)
 
     # -- Runner API (every rank runs the same calls in the same order) ------------------------
     @torch.inference_mode()
     def start(self, prompt_ids: list[int], params: SamplingParams) -> Tensor:
-        first = self.ref.start(prompt_ids, params)
-        self.seed = self.ref.seed
+        """Prefill with the fast path's prefill (RankPrefill), then the graphs of the first and last step."""
+        n = len(prompt_ids)
+        ids = torch.tensor(prompt_ids, dtype=torch.int64, device=self.device)
+        self.seed = self.ref.sampler.configure(params, ids)
+        first = self.ref.sampler(self.model.prefill(ids, self.cache, use_graph=self.use_graph))
+        self.ref.pos, self.ref.last = n, first  # a logprobs request goes on with the reference rank
         self.logprobs_k = None
-        self.graph_decode = params.greedy and params.repetition_penalty == 1.0 and params.logprobs is None
+        self.graph_decode = params.logprobs is None
         if not self.graph_decode:
             return first
-        n = len(prompt_ids)
         self.token.copy_(first)
         self.pos.fill_(n)
         self.host_pos = n
@@ -160,7 +186,7 @@ class FastRankRunner(FastRunner):
     @torch.inference_mode()
     def forced_logits(self, token: int) -> Tensor:
         """Teacher forcing (GPU tests): the whole vocabulary's logits [V] float32 after `token`,
-        through the graph's kernels (eagerly) on a greedy request, else the reference rank."""
+        through the graph's kernels (eagerly), or the reference rank's forward on a logprobs request."""
         if not self.graph_decode:
             return self.ref.forced_logits(token)
         self.token.fill_(token)
@@ -169,6 +195,10 @@ class FastRankRunner(FastRunner):
         self.pos.add_(1)
         self.host_pos += 1
         return self.comm.all_gather(logits)
+
+    def use_graphs(self, on: bool) -> None:
+        """Replay the captured step (on) or launch its kernels eagerly (off: the GPU tests' twin)."""
+        self.use_graph = on
 
     def use_pdl(self, on: bool) -> None:
         """Launch with programmatic dependent launch or not (FastRunner.pdl: rebinds, drops graphs)."""
@@ -191,7 +221,8 @@ class FastRankRunner(FastRunner):
         saved = (self.token.clone(), self.pos.clone(), self.x.clone(), self.sampler.step.clone(),
                  self.sampler.seen.clone())
         host_pos, comm, reducer, graphs, mode = self.host_pos, self.comm, self.reducer, self.graphs, self.graph_decode
-        self.graph_decode = True
+        sampler_mode = self.sampler.mode
+        self.graph_decode, self.sampler.mode = True, GREEDY
         try:
             if not collectives:
                 self.comm, self.reducer, self.graphs = LocalComm(), NoReduce(), {}
@@ -210,6 +241,7 @@ class FastRankRunner(FastRunner):
             return a.elapsed_time(b) / steps
         finally:
             self.comm, self.reducer, self.graphs, self.graph_decode = comm, reducer, graphs, mode
+            self.sampler.mode = sampler_mode
             self._restore(saved)
             self.host_pos = host_pos
             self._select_attention(host_pos)

@@ -52,7 +52,7 @@ NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1"
 READY_TIMEOUT_S = 600.0  # loading a checkpoint on every rank
 TEARDOWN_S = 20.0  # leaving the group: long enough for a follower to catch up on queued steps
 EXIT_S = 5.0  # a follower past its teardown: then terminate, then kill
-RANK_CALLS = ("start", "step", "forced_logits", "time_steps", "use_pdl")  # what rank 0 asks a follower to run (runner.TPRunner)
+RANK_CALLS = ("start", "step", "forced_logits", "time_steps", "use_pdl", "use_graphs")  # what rank 0 asks a follower to run (runner.TPRunner)
 
 
 @dataclass(frozen=True)

@@ -68,6 +68,9 @@ class RankRunner(Runner):
     def use_pdl(self, on: bool) -> None:
         """Nothing to switch: the reference rank launches no PDL kernels."""
 
+    def use_graphs(self, on: bool) -> None:
+        """Nothing to switch: the reference rank captures no graphs."""
+
     @torch.inference_mode()
     def forced_logits(self, token: int) -> Tensor:
         """Teacher forcing (GPU tests): decode `token` at the next position -> the whole vocabulary's
@@ -126,6 +129,10 @@ class TPRunner(Runner):
 
     def forced_logits(self, token: int) -> Tensor:
         return self._all("forced_logits", int(token))
+
+    def use_graphs(self, on: bool) -> None:
+        """The fast ranks replay their captured steps (on) or launch the kernels eagerly (off), every rank."""
+        self._all("use_graphs", bool(on))
 
     def time_steps(self, pos: int, steps: int, collectives: bool = True) -> float:
         """The fast ranks' step timing (FastRankRunner.time_steps) on every rank; rank 0's ms per step."""

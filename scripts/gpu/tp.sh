@@ -44,15 +44,14 @@ F=test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_pa
 
 step test-fast-1.5b-nccl 170 2 $T"$F[qwen2.5-coder-1.5b-nccl]"
 bench qwen2.5-coder-1.5b 2 nccl
+bench qwen2.5-coder-3b 1
+bench qwen2.5-coder-3b 2 nccl
+step test-fast-qwen3 150 2 $T"$F[qwen3-1.7b-nccl]"
 bench qwen2.5-coder-1.5b 1
 step test-fast-1.5b-symm 150 2 $T"$F[qwen2.5-coder-1.5b-symm]"
 bench qwen2.5-coder-1.5b 2 symm
-step allreduce 60 2 python -m inference.parallel.allreduce_bench --tp 2 --sizes 1536,2048 --iters 200 --symm-mem
-bench qwen2.5-coder-3b 1
-bench qwen2.5-coder-3b 2 nccl
-bench qwen2.5-coder-3b 2 symm
-step test-fast-qwen3 150 2 $T"$F[qwen3-1.7b-nccl]"
 step test-reference-1.5b 150 2 $T"test_nccl_tp_matches_the_single_gpu_paths[2-qwen2.5-coder-1.5b]"
+step allreduce 60 2 python -m inference.parallel.allreduce_bench --tp 2 --sizes 1536,2048 --iters 200 --symm-mem
 step test-one-rank 100 1 $T"test_a_one_rank_nccl_group_on_one_gpu_generates_the_reference_tokens"
 step bench-qwen2.5-coder-1.5b-tp2-nccl-nopdl 100 2 python -m inference.bench --shape qwen2.5-coder-1.5b --tp 2 \
   --no-pdl --tokens "$TOKENS" --repeats 2 --ttft 128 --json "$OUT/bench-qwen2.5-coder-1.5b-tp2-nccl-nopdl.json"

@@ -245,6 +245,38 @@ def test_a_fast_rank_reduces_after_o_proj_and_down_and_only_rank_0_keeps_the_res
     assert torch.equal(x, torch.full((4,), 10.0))  # the step ends with the sum in x, where the LM head reads
 
 
+@pytest.mark.parametrize("shape", ["tiny", "tiny-qwen3"])
+def test_the_fast_ranks_prefill_is_the_fast_prefill_split(models, shape):
+    """RankPrefill (the fast path's prefill math on a shard, partial sums all-reduced in float32) on
+    CPU threads: its vocabulary slices are the one-device PrefillModel's logits, and each rank's KV
+    cache holds its heads of the one-device cache."""
+    from inference.fast.prefill import PrefillModel
+    from inference.parallel.fast import RankPrefill
+
+    cfg, w = models[shape]
+    ids = torch.tensor(PROMPT)
+    full_cache = KVCache(cfg, 64, "cpu", torch.float32)
+    want = PrefillModel(cfg, w, 64).prefill(ids, full_cache, use_graph=False)
+    plan = TPPlan(cfg, 2)
+    shared = {"slots": [None] * 2, "barrier": threading.Barrier(2, timeout=60)}
+    caches = [KVCache(plan.local_cfg(), 64, "cpu", torch.float32) for _ in range(2)]
+    parts = [None, None]
+
+    def rank(r):
+        model = RankPrefill(plan.local_cfg(), shard_weights(w, plan, r), 64, ThreadComm(r, 2, shared))
+        parts[r] = model.prefill(ids, caches[r], use_graph=False)
+
+    threads = [threading.Thread(target=rank, args=(r,)) for r in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    torch.testing.assert_close(torch.cat(parts), want, rtol=1e-5, atol=1e-5)
+    for r in range(2):
+        kv = plan.kv_heads(r)
+        torch.testing.assert_close(caches[r].k[:, :, :len(PROMPT)], full_cache.k[:, kv.start:kv.stop, :len(PROMPT)])
+
+
 # ---- two processes over gloo behind the Engine ----------------------------------------------------
 
 def tokens_and_stats(engine, prompt, n=16, **kw):
@@ -467,17 +499,18 @@ def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_
     """TP=2 fast ranks (NCCL or symmetric-memory all-reduce), bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
     all-reduces + distributed argmax, captured) generates exactly the greedy tokens that the same
     kernels launched eagerly pick, token by token (teacher-forced on the graph's own tokens).
-    (2) Teacher-forced over 128 positions against the one-GPU fast path: the bars the fast path's
-    own bf16 prefill-then-decode test uses (>= 98% top-1, rel err <= 2e-2; the split sums and the
-    eager reference prefill differ in rounding). (3) The bench's timing hooks run. (4) close()
-    stops the other rank within seconds."""
+    (2) Sampled requests and a repetition penalty, decoded in the graph, give the tokens of the same
+    kernels and sampler ops launched eagerly. (3) Teacher-forced over 256 positions against the
+    one-GPU fast path: the bars the fast path's own bf16 prefill-then-decode test uses (>= 98% top-1,
+    rel err <= 2e-2; only the split sums differ in rounding). (4) The bench's timing hooks run.
+    (5) close() stops the other rank within seconds."""
     from inference.engine import Engine
     from inference.prompts import Prompt
     from inference.synth import write_checkpoint
 
     path = write_checkpoint(shape, tmp_path / "m", layers=4, device="cuda")
     g = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, 30000, (160,), generator=g).tolist()
+    ids = torch.randint(0, 30000, (288,), generator=g).tolist()
     prompt, forced = ids[:32], ids[32:]
     one = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512)
     two = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512, tp=2, tp_reduce=reduce)
@@ -499,6 +532,15 @@ def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_
         b = torch.stack([two.runner.forced_logits(t) for t in forced]).float().to(a.device)
         top1 = (a.argmax(-1) == b.argmax(-1)).float().mean().item()
         rel = ((b - a).norm() / a.norm()).item()
+        # Sampling and a repetition penalty run in the graph too: the tokens of the same kernels and
+        # sampler ops launched eagerly.
+        for kw in (dict(temperature=0.8, top_p=0.95, seed=3), dict(temperature=1.0, seed=5), dict(repetition_penalty=1.3)):
+            runs = []
+            for graphs in (True, False):
+                two.runner.use_graphs(graphs)
+                runs.append(tokens_and_stats(two, Prompt.from_ids(prompt), n=32, **kw)[0])
+            two.runner.use_graphs(True)
+            assert runs[0] == runs[1], kw
         with_sync, alone = two.runner.time_steps(64, 32, True), two.runner.time_steps(64, 32, False)
         print(f"{shape} tp=2 fast ranks ({reduce}): greedy tokens equal to the one-GPU fast path's for {same} of 64; "
               f"teacher-forced top-1 {top1:.4f}, rel err {rel:.2e}; step {with_sync:.3f} ms, "
