@@ -33,20 +33,21 @@ from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols
 from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols
 
 BUCKETS = (2, 4, 8)  # tokens per verify step (the last one + up to 7 drafted); small: a column costs registers
-GROUP = 4  # columns per program of the GEMVs: wider buckets run in groups (weights from L2 after the first)
 
 
 class FastVerifier:
     def __init__(self, cfg, weights, cache, cos: Tensor, sin: Tensor, token: Tensor, pos: Tensor, x: Tensor,
                  attention: AttentionWorkspace, *, tuning=None, pdl: bool = False, buckets=BUCKETS,
-                 group: int | None = GROUP):
+                 group: int | None = None):
         """token [1] int64, pos [1] int32, x [H] float32: the runner's step state (updated in place).
         cos, sin: the RoPE tables of the decode step; attention: the decode step's Triton attention
         workspace (its split count and combine group are copied: they fix the order of the sums).
-        group: the GEMVs' columns per program (None: all of a bucket's; kernels.rmsnorm_gemv_cols)."""
+        group: the GEMVs' columns per program (kernels.rmsnorm_gemv_cols; None: the tuning row's verify_group, or
+        all of a bucket's without a row)."""
         self.cfg, self.w, self.cache, self.cos, self.sin = cfg, weights, cache, cos, sin
         self.token, self.pos, self.x = token, pos, x
-        self.tuning, self.pdl, self.group = tuning, pdl, group
+        self.tuning, self.pdl = tuning, pdl
+        self.group = group if group is not None else tuning.verify_group if tuning is not None else None
         self.buckets = tuple(sorted(buckets))
         self.width = self.buckets[-1]
         dev = token.device
