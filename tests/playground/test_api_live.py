@@ -322,8 +322,8 @@ def test_a_waiting_stream_shows_its_queue_position_and_a_disconnect_while_queued
             assert live.run_row(waiting_id)["status"] == "cancelled"  # never ran
             assert live.run_row(waiting_id)["generated_tokens"] is None
             assert live.run_row(busy_id)["status"] == "running"
-    deadline = time.monotonic() + 5
-    while live.run_row(busy_id)["status"] == "running":
-        assert time.monotonic() < deadline
+    deadline = time.monotonic() + 5  # the busy stream is gone too: its run ends, cancelled (or done if it
+    while live.run_row(busy_id)["status"] == "running":  # ended on its own first: the random model's EOS
+        assert time.monotonic() < deadline  # can come any time; cancelling a streaming run is the test above)
         time.sleep(0.02)
-    assert live.run_row(busy_id)["status"] == "cancelled"
+    assert live.run_row(busy_id)["status"] in ("cancelled", "done")
