@@ -205,8 +205,10 @@ class FastRankRunner(FastRunner):
         self.pdl = on
 
     def release(self) -> None:
-        """Drop the captured graphs (they hold NCCL work) before the process group is destroyed."""
+        """Drop the captured graphs, decode and prefill (they hold NCCL work), before the process group is
+        destroyed."""
         self.graphs = {}
+        self.model.graphs = {}
 
     @torch.inference_mode()
     def time_steps(self, pos: int, steps: int, collectives: bool = True) -> float:
