@@ -17,28 +17,9 @@ import time
 
 import pytest
 
+from procs import free_port, wait_for_port  # tests/playground/procs.py
 from wsclient import Closed, WSClient, ended  # tests/playground/wsclient.py
 
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for_port(port: int, proc: subprocess.Popen, log, timeout: float) -> None:
-    import socket
-
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return
-        except OSError:
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text()
-            time.sleep(0.05)
 
 pytestmark = [pytest.mark.slow]
 
