@@ -6,7 +6,7 @@ step) built on the rank's shard with the shard's config (`TPPlan.local_cfg`: its
 and vocabulary rows), plus three things a split step needs:
 - o_proj and down_proj each leave a partial sum of the layer's output in the residual buffer; an
   all-reduce captured in the graph completes it (reduce.py: NCCL's in place, or symmetric memory's
-  one-shot into the other of two buffers: then a layer's attention half works in x, its MLP half in
+  one-shot or our flag reduction into the other of two buffers: then a layer's attention half works in x, its MLP half in
   x_mlp). Rank 0's kernels add onto the stream as on one GPU, so its partial carries the residual;
   the other ranks zero the buffer first. The layer launches are FastRunner's, bound from its step
   plan (inference.fast.plan/step); this class runs them with the reductions between.
@@ -21,7 +21,8 @@ and vocabulary rows), plus three things a split step needs:
 `time_steps` replays the step back to back with or without its collectives (the bench's
 compute-vs-sync split). GPU only; the CPU tests check the reference rank, the gpu tests of
 tests/inference/test_parallel.py check this against the one-GPU fast path.
-Not here: a fused or overlapped reduction (the all-reduce is its own launch between two kernels).
+Not here: a fused or overlapped reduction (each all-reduce, the flag one included, is its own launch
+between two kernels).
 """
 
 from __future__ import annotations
@@ -86,14 +87,14 @@ class FastRankRunner(FastRunner):
                  attention: str = "auto", gemv: str = "auto", tuning=None, pdl: bool | None = None,
                  reduce: str = "nccl"):
         """plan: the split (FastRunner's own `plan` is its step plan); reduce: the all-reduce in the step
-        (reduce.py: "nccl" or "symm")."""
+        (reduce.py: "nccl", "symm" or "flag")."""
         self.tp_plan, self.rank, self.comm = plan, rank, comm
         self.ref = RankRunner(plan, rank, shard, comm, max_context)  # its sampler; logprobs requests
         super().__init__(plan.local_cfg(), shard, max_context, pdl=pdl, attention=attention, gemv=gemv,
                          tuning=tuning)
         self.model = RankPrefill(plan.local_cfg(), shard, max_context, comm)
         self.reduce_kind = reduce
-        self.reducer = make_reducer(reduce, comm, plan.cfg.hidden_size, self.device)
+        self.reducer = make_reducer(reduce, comm, plan.cfg.hidden_size, self.device, 2 * plan.cfg.num_layers)
         # x, and where the attention half's all-reduce leaves its sum for the MLP half: x itself (NCCL, in
         # place), or the second of the reducer's two symmetric buffers (x is the first).
         self.x, self.x_mlp = self.reducer.buffers or (self.x, self.x)
@@ -130,6 +131,7 @@ class FastRankRunner(FastRunner):
         0's partial carries the residual."""
         partial = self.rank != 0
         x, x_mlp = self.x, self.x_mlp
+        self.reducer.begin_step(self.pdl)  # the flag reduction's step counter (a device op in the graph)
         for layer in self.layer_launches:
             layer.qkv()
             layer.attention()
