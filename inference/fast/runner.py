@@ -285,6 +285,18 @@ class FastRunner(Runner):
         """Whether this runner can speculate (the verify step's k-column kernels take 16-bit weights)."""
         return not is_fp8(self.w)
 
+    @property
+    def speculation_keeps_kernels(self) -> bool:
+        """Whether a speculating request would run exactly the kernels this runner's plain steps use (its
+        plan, from before any speculating request, equals the Triton plan the verify step matches): then
+        speculation changes no output and the engine turns it on by default."""
+        if not self.can_verify:
+            return False
+        modes = getattr(self, "_modes_before_speculation", None) or (self.attention_mode, self.gemv_mode)
+        usual = choose(self.cfg, self.tuning, self.target, *modes)
+        spec = choose(self.cfg, self.tuning, self.target, "triton", "triton")
+        return (usual.below, usual.above) == (spec.below, spec.above)
+
     def _speculative_kernels(self, params: SamplingParams) -> bool:
         """Whether this request speculates; if so its plain steps run the Triton GEMV and attention kernels
         (the verify step's arithmetic, so the output is the plain greedy output on those kernels), else the

@@ -218,6 +218,19 @@ def run(engine, prompt, **params):
 REPEATING = Prompt.from_ids([random.Random(1).randrange(10, 1000) for _ in range(30)] * 3)
 
 
+def test_speculation_left_to_the_engine_is_on_only_where_the_runner_keeps_its_kernels(engine):
+    """speculate=None (the default): the CPU reference runner does not speculate; a runner whose speculating
+    steps run its usual kernels (FastRunner.speculation_keeps_kernels) does, with the same output."""
+    tokens, _, stats = run(engine, REPEATING, max_tokens=40, ignore_eos=True, speculate=None)
+    assert not engine.speculates_by_default and not stats.speculative
+    engine.runner.speculation_keeps_kernels = True
+    try:
+        spec_tokens, _, spec_stats = run(engine, REPEATING, max_tokens=40, ignore_eos=True, speculate=None)
+    finally:
+        del engine.runner.speculation_keeps_kernels
+    assert spec_stats.speculative and spec_stats.verify_steps > 0 and spec_tokens == tokens
+
+
 def test_speculative_greedy_equals_plain_greedy_with_verify_steps(engine):
     steps = 0
     for prompt in (REPEATING, Prompt.completion("def f(x):\n    return x\n" * 4)):
