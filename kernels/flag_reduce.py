@@ -2,13 +2,14 @@
 every rank's float32 partial, read from the peers' symmetric buffers over NVLink, in rank order.
 
     ptrs = FlagPeers(src_ptrs=[...world addresses...], flag_ptrs=[...world addresses...])
-    flag_reduce(ptrs, dst, step, rank, r, per_step, pdl=True)
+    flag_reduce(ptrs, dst, step, rank, r, per_step, pdl=True, next=None)
 
 The caller owns the memory (inference.parallel.reduce.FlagReduce allocates it with PyTorch's symmetric
 memory): src_ptrs[q] is rank q's partial as mapped on this device (n float32), flag_ptrs[q] rank q's flag
 slots (MAX_BLOCKS * MAX_RANKS uint64, zero before the first reduction), dst this rank's output (not a src),
-step a one-element int64 device counter that the caller increments once per step (before the step's first
-reduction), r this reduction's index within the step (0 <= r < per_step): epoch = step * per_step + r + 1
+next (optional) this rank's other partial buffer, which the kernel sets to the sum on rank 0 and to zeros
+elsewhere (where the next residual GEMV adds its partial: no zeroing launch), step a one-element int64
+device counter that the caller increments once per step (before the step's first reduction), r this reduction's index within the step (0 <= r < per_step): epoch = step * per_step + r + 1
 must grow from one reduction to the next on every rank alike. CUDA only (sm_90+, NVRTC); `reference` is the
 same sum on any device (the rank-order contract the GPU tests check).
 """
@@ -79,19 +80,25 @@ class FlagPeers:
 
 
 def flag_reduce(peers: FlagPeers, dst: torch.Tensor, step: torch.Tensor, rank: int, r: int, per_step: int,
-                *, pdl: bool = False, blocks: int | None = None) -> torch.Tensor:
+                *, pdl: bool = False, blocks: int | None = None, next: torch.Tensor | None = None) -> torch.Tensor:
     """dst = sum over q in rank order of src_q (float32, n elements, n % 4 == 0), once every peer has published
-    this reduction's epoch. Launched on the current stream (capturable in a CUDA graph)."""
+    this reduction's epoch; next (if given) = dst on rank 0, zeros on the others. Launched on the current
+    stream (capturable in a CUDA graph)."""
     n = dst.numel()
     assert dst.dtype == torch.float32 and dst.is_contiguous() and dst.is_cuda and n % 4 == 0, \
         "flag reduce: dst must be a contiguous float32 CUDA vector of a multiple of 4 elements"
     assert step.dtype == torch.int64 and step.numel() == 1 and step.device == dst.device
     assert 0 <= rank < peers.world and 0 <= r < per_step
     assert dst.data_ptr() not in peers.src_ptrs, "flag reduce: dst must not be a source"
+    if next is not None:
+        assert next.dtype == torch.float32 and next.is_contiguous() and next.numel() == n and next.device == dst.device
+        assert next.data_ptr() not in peers.src_ptrs and next.data_ptr() != dst.data_ptr(), \
+            "flag reduce: next must be neither a source nor dst"
     blocks = blocks or blocks_for(n)
     assert 1 <= blocks <= MAX_BLOCKS
     src, flags = peers.structs()
-    args = [src, flags, ctypes.c_void_p(dst.data_ptr()), ctypes.c_void_p(step.data_ptr()), ctypes.c_int(n),
+    args = [src, flags, ctypes.c_void_p(dst.data_ptr()), ctypes.c_void_p(next.data_ptr() if next is not None else 0),
+            ctypes.c_int(int(rank == 0)), ctypes.c_void_p(step.data_ptr()), ctypes.c_int(n),
             ctypes.c_int(rank), ctypes.c_int(peers.world), ctypes.c_int(r), ctypes.c_int(per_step)]
     _kernel(dst.device.index if dst.device.index is not None else torch.cuda.current_device()).launch(
         (blocks, 1, 1), THREADS, args, pdl=pdl)

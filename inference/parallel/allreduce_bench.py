@@ -10,7 +10,8 @@ the replay timed: what a graph-captured decode step would pay), and with --symm-
 symmetric-memory one-shot all-reduce in a graph (peer reads over NVLink; no multicast), with --flag
 our flag reduction in a graph (kernels/flag_reduce.py, float32 as in the decode step, PDL on: what
 the step's --tp-reduce flag pays per reduction, its step-counter increment amortised over 64 calls;
-then every rank's sum is checked bit for bit against the rank-order sum, a mismatch is that cell's error). Each
+then every rank's sum is checked bit for bit against the rank-order sum, and its next partial buffer
+against the sum on rank 0 and zeros elsewhere; a mismatch is that cell's error). Each
 number is the slowest rank's mean per call. Prints a table last. Multicast stays off
 (the launcher's NO_MULTICAST environment); a mode that fails prints its error instead.
 """
@@ -97,10 +98,10 @@ def _flag_us(n: int, device: torch.device, iters: int) -> float:
 
     rank, world = dist.get_rank(), dist.get_world_size()
     red = FlagReduce(SimpleNamespace(rank=rank, world=world), n, device, per_step=64)
-    src, dst = red.buffers
+    src, nxt = red.partials
+    dst = torch.full((n,), float("nan"), device=device)
     partials = [torch.randn(n, generator=torch.Generator().manual_seed(q)) for q in range(world)]
     src.copy_(partials[rank])
-    dst.fill_(float("nan"))
     torch.cuda.synchronize(device)
     dist.barrier()
 
@@ -112,9 +113,12 @@ def _flag_us(n: int, device: torch.device, iters: int) -> float:
 
     us = _graph_us(op, iters)
     torch.cuda.synchronize(device)
-    if not torch.equal(dst.cpu(), reference(partials)):
+    want = reference(partials)
+    if not torch.equal(dst.cpu(), want):
         raise AssertionError(f"flag reduce: rank {rank} holds a wrong sum "
-                             f"(max err {(dst.cpu() - reference(partials)).abs().max().item():.3g})")
+                             f"(max err {(dst.cpu() - want).abs().max().item():.3g})")
+    if not torch.equal(nxt.cpu(), want if rank == 0 else torch.zeros(n)):
+        raise AssertionError(f"flag reduce: rank {rank}'s next partial buffer is not {'the sum' if rank == 0 else 'zero'}")
     return us
 
 

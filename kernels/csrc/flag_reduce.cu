@@ -6,7 +6,10 @@
 //      scope) of the epoch into the peer's flag slot [blockIdx.x][rank],
 //   3. spins (load-acquire, system scope) until every peer's slot [blockIdx.x][q] in its own flags holds
 //      at least the epoch,
-//   4. sums the partials IN RANK ORDER (every rank gets the same bits) into dst, grid-stride, 4 floats a load.
+//   4. sums the partials IN RANK ORDER (every rank gets the same bits) into dst, grid-stride, 4 floats a load,
+//      and (next != null) starts this rank's next partial buffer: next = carry ? the sum : 0 (rank 0 carries the
+//      residual stream, the others start from zero). next is the buffer the peers read in the previous
+//      reduction: each peer published this epoch only after that reduction had completed, so it is free.
 // epoch = step[0] * per_step + r + 1: step[0] is a device counter the CUDA graph increments once per decode
 // step (so replays need no host work), r this reduction's index within the step. Epochs only grow, so one
 // slot per (CTA, peer) suffices: a peer that published a later epoch passed this one.
@@ -44,8 +47,8 @@ __device__ __forceinline__ u64 global_ns() {
 }
 
 extern "C" __global__ void flag_reduce(SrcPtrs src, FlagPtrs flags, float* __restrict__ dst,
-                                       const u64* __restrict__ step, int n, int rank, int world, int r,
-                                       int per_step) {
+                                       float* __restrict__ next, int carry, const u64* __restrict__ step,
+                                       int n, int rank, int world, int r, int per_step) {
   asm volatile("griddepcontrol.wait;" ::: "memory");  // this rank's partial (and the step counter) are written
   const u64 epoch = step[0] * (u64)per_step + (u64)r + 1;
   const int q = threadIdx.x;
@@ -69,5 +72,6 @@ extern "C" __global__ void flag_reduce(SrcPtrs src, FlagPtrs flags, float* __res
       acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
     }
     *reinterpret_cast<float4*>(dst + i) = acc;
+    if (next != nullptr) *reinterpret_cast<float4*>(next + i) = carry ? acc : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
