@@ -46,12 +46,13 @@ _SOURCE = _cuda_rtc.load_source("fp8_gemv.cu")  # CUDA C: kernels/csrc/fp8_gemv.
 @dataclass(frozen=True)
 class Config:
     """A launch's shape: R rows (gate/up: row pairs) per warp, WK warps per row group splitting K, NW warps
-    per CTA (a multiple of WK), U 16-byte chunks per row and batch, early PDL release."""
+    per CTA (a multiple of WK), U 16-byte chunks per row and batch, early PDL release, cvt unpacking."""
     R: int = 2
     WK: int = 1
     NW: int = 8
     U: int = 4
     early: bool = False
+    cvt: bool = False  # unpack with the hardware e4m3x2 -> f16x2 conversion instead of integer ops
 
     def units_per_cta(self) -> int:
         return self.NW // self.WK * self.R
@@ -88,7 +89,7 @@ def source(mode: str, k: int, cfg: Config, norm_kind: int = -1, bias_kind: int =
     per = -(-(k // 16) // (32 * cfg.WK))  # chunks per lane and row
     defines = {"KERNEL_NAME": name, "MODE": m, "KDIM": k, "R": cfg.R, "WK": cfg.WK, "NW": cfg.NW,
                "U": max(1, min(cfg.U, per)), "NORM_KIND": norm_kind, "BIAS_KIND": bias_kind,
-               "EARLY": int(cfg.early), "PF": int(pf)}
+               "EARLY": int(cfg.early), "PF": int(pf), "CVT": int(cfg.cvt)}
     return "".join(f"#define {a} {b}\n" for a, b in defines.items()) + _SOURCE, name
 
 

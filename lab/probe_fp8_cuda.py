@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 import torch
 
@@ -51,8 +52,9 @@ def weights_of(shape):
             ("down", "residual", h, i)]
 
 
-def launchers(kind, n, k):
-    """{label: fn(weight)} for the kernels compared on an [n, k] weight of `kind`."""
+def launchers(kind, n, k, quick=False):
+    """{label: fn(weight)} for the kernels compared on an [n, k] weight of `kind` (quick: of the CUDA configs
+    only the rule's, with integer and with cvt unpacking)."""
     x = torch.randn(k, device="cuda")
     nw = torch.ones(k, device="cuda", dtype=torch.bfloat16)
     units = n // 2 if kind == "gate_up" else n
@@ -60,8 +62,9 @@ def launchers(kind, n, k):
     tuning = for_device("cuda")
     rule = config_for(kind, units, k)
     fns = {}
-    for cfg in [rule] + [c for c in CANDIDATES[kind] if c != rule]:
-        tag = f"cuda R{cfg.R} WK{cfg.WK} w{cfg.NW} U{cfg.U}{' early' if cfg.early else ''}{' (rule)' if cfg == rule else ''}"
+    for cfg in [rule, replace(rule, cvt=True)] + ([] if quick else [c for c in CANDIDATES[kind] if c != rule]):
+        tag = (f"cuda R{cfg.R} WK{cfg.WK} w{cfg.NW} U{cfg.U}{' early' if cfg.early else ''}{' cvt' if cfg.cvt else ''}"
+               f"{' (rule)' if cfg == rule else ''}")
         if kind == "gate_up":
             fns[tag] = lambda w, c=cfg: fp8_cuda_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out,
                                                                        pdl=True, config=c)
@@ -89,7 +92,7 @@ def launchers(kind, n, k):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="qwen2.5-coder-1.5b")
-    p.add_argument("--quick", action="store_true", help="the CUDA rule's config only (no other candidates)")
+    p.add_argument("--quick", action="store_true", help="the CUDA rule's config only, and with cvt unpacking")
     args = p.parse_args(argv)
     bw = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw:.0f} GB/s", flush=True)
@@ -102,9 +105,7 @@ def main(argv=None) -> int:
                             fp8_bytes)
             bf16_ws = copies(lambda: torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02, bf16_bytes)
             best_cuda = None
-            for label, fn in launchers(kind, n, k).items():
-                if args.quick and label.startswith("cuda") and "(rule)" not in label:
-                    continue
+            for label, fn in launchers(kind, n, k, args.quick).items():
                 bf16 = label.startswith("bf16")
                 nbytes = bf16_bytes if bf16 else fp8_bytes
                 try:

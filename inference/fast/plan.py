@@ -112,7 +112,7 @@ class StepPlan:
     """The step's kernels for one model on one GPU: `below` for positions < `switch`, `above` from it on."""
     tuning: Tuning
     attention_mode: str  # "auto" | "cuda" | "triton" (auto where the GPU cannot run cuda: triton)
-    gemv_mode: str  # "auto" | "overlap" | "triton"
+    gemv_mode: str  # "auto" | "overlap" | "triton"; FP8 weights: "cuda" | "triton"
     switch: int
     below: LayerPlan
     above: LayerPlan
@@ -147,13 +147,13 @@ def choose(cfg: ModelConfig, tuning: Tuning, target: Target, attention: str = "a
 
 
 def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
-    if target.fp8:
-        if mode not in GEMV_MODES:
+    if target.fp8:  # "cuda" (a plan's resolved mode, passed back by use_attention) is "overlap" here
+        if mode not in GEMV_MODES + ("cuda",):
             raise ValueError(f"GEMV kernels must be auto, overlap or triton, not {mode!r}")
-        if mode == "overlap" and not target.fp8_cuda:
+        if mode in ("overlap", "cuda") and not target.fp8_cuda:
             raise ValueError("the CUDA FP8 GEMVs need e4m3 weights with K % 32 == 0 and a GPU of compute "
                              "capability >= 9.0 with NVRTC")
-        if mode == "overlap" or (mode == "auto" and target.fp8_cuda and t.fp8_cuda_gemv):
+        if mode in ("overlap", "cuda") or (mode == "auto" and target.fp8_cuda and t.fp8_cuda_gemv):
             return "cuda"
         return "triton"
     if mode not in GEMV_MODES:

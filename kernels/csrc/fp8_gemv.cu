@@ -4,7 +4,8 @@
 //        2 gate_up (out = silu(Wg @ n) * (Wu @ n)); KDIM (K, a multiple of 32); R rows (gate_up: row pairs)
 //   per warp; WK warps per row group (they split K); NW warps per CTA; U chunks per row loaded per batch;
 //   NORM_KIND / BIAS_KIND (-1 none, 0 bf16, 1 fp16, 2 fp32); EARLY (release the next kernel right after
-//   the PDL wait instead of after the main loop); PF (the l2_prefetch span is used).
+//   the PDL wait instead of after the main loop); PF (the l2_prefetch span is used); CVT (unpack with the
+//   hardware e4m3x2 -> f16x2 conversion instead of integer ops).
 // Weights: q [N, K] e4m3 row-major, scale / offset [N, K/32] float32: w = offset + scale * q per group of 32.
 // A lane reads 16-byte chunks (half a group: 4 words) of its rows, chunk c = lane + 32 * (wk + WK * i);
 // batches of U chunks per row are in registers, the first issued before the PDL wait (weights do not depend
@@ -15,7 +16,8 @@
 // (sign to bit 31, the 7 exponent/mantissa bits to bits 26..20): the e4m3 value times 2^-120, exactly
 // (e4m3 subnormals become float32 subnormals: compiled without flush-to-zero). The staged activation is
 // multiplied by XS = 2^64 so that products stay clear of the float32 subnormal range; a row's sum is
-//   y = 2^56 * sum_chunks(scale * sum(q' * x')) + sum_chunks(offset * xsum),   q' = q * 2^-120, x' = x * 2^64
+//   y = YS * sum_chunks(scale * sum(q' * x')) + sum_chunks(offset * xsum),   q' = q * 2^-120, x' = x * 2^64,
+// YS = 2^56 (with CVT q' = q and YS = 2^-64)
 // then (norm modes) times rstd. Warp shuffles reduce the lanes, shared memory the WK warps of a row group.
 #include "common.cuh"
 #define NCH (KDIM / 16)                      // 16-byte chunks per row
@@ -27,7 +29,6 @@
 #define GROUPS (NW / WK)                     // row groups per CTA
 #define UNITS_PER_CTA (GROUPS * R)
 #define XS 1.8446744073709552e19f            // 2^64
-#define YS 7.205759403792794e16f             // 2^120 / 2^64
 
 struct Params {  // mirrored by _Params in kernels/fp8_cuda_gemv.py
   const unsigned char* q; const float* scale; const float* offset; const float* act; const void* norm_w;
@@ -42,6 +43,20 @@ template <int KIND> __device__ __forceinline__ float any_f32(const void* p, int 
   const u32 b = ((const unsigned short*)p)[i];
   return KIND == 1 ? h2f(b) : __uint_as_float(b << 16);
 }
+#if CVT
+// The hardware conversion instead: e4m3x2 -> f16x2 (exact), each half -> float32; the value itself.
+#define YS 5.421010862427522e-20f            // 2^-64
+__device__ __forceinline__ float dot_word(u32 w, float4 x, float acc) {
+  u32 h01, h23;
+  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.rn.f16x2.e4m3x2 %0, l; cvt.rn.f16x2.e4m3x2 %1, h; }"
+      : "=r"(h01), "=r"(h23) : "r"(w));
+  float f0, f1, f2, f3;
+  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }" : "=f"(f0), "=f"(f1) : "r"(h01));
+  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }" : "=f"(f2), "=f"(f3) : "r"(h23));
+  return fmaf(f3, x.w, fmaf(f2, x.z, fmaf(f1, x.y, fmaf(f0, x.x, acc))));
+}
+#else
+#define YS 7.205759403792794e16f             // 2^120 / 2^64
 // Byte J of word w (an e4m3 value) as float32 times 2^-120.
 template <int J> __device__ __forceinline__ float e4m3(u32 w) {
   const int t = J == 3 ? (int)w : (int)(w << (24 - 8 * J));
@@ -53,6 +68,7 @@ __device__ __forceinline__ float dot_word(u32 w, float4 x, float acc) {
   acc = fmaf(e4m3<2>(w), x.z, acc);
   return fmaf(e4m3<3>(w), x.w, acc);
 }
+#endif
 __device__ __forceinline__ uint4 ld_stream(const unsigned char* p) {  // read once: keep it out of L1
   uint4 v;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"

@@ -271,6 +271,9 @@ def test_fp8_weights_plan_the_cuda_fp8_gemvs_at_every_position():
         assert kwargs(p.down)["l2_prefetch"] == Prefetch("next_bytes", 2 << 20)
     assert (plan.at(0).attention_kind, plan.at(1024).attention_kind) == ("cuda", "triton")
     assert plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="overlap").gemv_mode == "cuda"
+    # FastRunner.use_attention passes the plan's resolved gemv mode back in
+    assert plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", attention="triton", gemv=plan.gemv_mode) == \
+        plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", attention="triton")
 
 
 def test_fp8_weights_fall_back_to_their_triton_twins():

@@ -96,7 +96,8 @@ def test_gpu_layer_shapes_match_the_references_with_pdl(shape, name, n, k, gen):
 @HOPPER
 @pytest.mark.parametrize("n,k,cfg", [(37, 96, Config()), (5, 32, Config())] + [
     (n, k, cfg) for n, k in ((999, 800), (130, 4128))
-    for cfg in (Config(), Config(R=2, WK=4, U=2), Config(R=4, WK=8, NW=8, U=1), Config(R=1, WK=1, NW=4, U=8, early=True))])
+    for cfg in (Config(), Config(R=2, WK=4, U=2), Config(R=4, WK=8, NW=8, U=1), Config(R=1, WK=1, NW=4, U=8, early=True),
+                Config(R=2, WK=2, cvt=True))])
 def test_gpu_odd_shapes_configs_norm_bias_and_none(n, k, cfg, gen):
     w = fp8(n, k, gen, scale=1.0)
     x = randn(k, gen=gen, scale=3.0)
@@ -131,11 +132,12 @@ def test_gpu_subnormal_weights_and_tiny_activations_are_not_flushed(gen):
                     torch.tensor(2.0 ** -8), w.q.float()).to(torch.float8_e4m3fn)  # e4m3 subnormals
     q, s, o = q.cuda(), w.scale.cuda(), w.offset.cuda()
     for scale in (1e-20, 1.0, 1e6):
-        x, r = randn(k, gen=gen, scale=scale), randn(n, gen=gen, scale=scale)
-        ref = fp8_gemv_residual_ref(x, q, s, o, r)
-        fp8_cuda_gemv_residual(x, q, s, o, r)
-        torch.cuda.synchronize()
-        assert rel_err(r, ref) <= 1e-5, scale
+        for cfg in (Config(), Config(cvt=True)):
+            x, r = randn(k, gen=gen, scale=scale), randn(n, gen=gen, scale=scale)
+            ref = fp8_gemv_residual_ref(x, q, s, o, r)
+            fp8_cuda_gemv_residual(x, q, s, o, r, config=cfg)
+            torch.cuda.synchronize()
+            assert rel_err(r, ref) <= 1e-5, (scale, cfg)
 
 
 @pytest.mark.gpu
