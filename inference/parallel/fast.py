@@ -181,8 +181,9 @@ class FastRankRunner(FastRunner):
         self._layers()
         self._lm_head()
         greedy, use_penalty = self.sampler.mode[:2]
-        if greedy and not use_penalty:
-            token = self.comm.argmax(self.logits, self.vocab_start)
+        if greedy and not use_penalty:  # the flag reducer's one-kernel argmax, or Comm.argmax's ops and all-gather
+            flag_argmax = getattr(self.reducer, "argmax", None)
+            token = (flag_argmax or self.comm.argmax)(self.logits, self.vocab_start)
         else:  # the sharded sampler's device ops and collectives, captured like the rest
             token = self.ref.sampler(self.logits)
         feed_token(token, self.token, self.pos, self.w.embed, self.x, ring=self.ring)
