@@ -11,8 +11,9 @@ memory): src_ptrs[q] is rank q's partial as mapped on this device (n float32), f
 slots (MAX_BLOCKS * MAX_RANKS uint64, zero before the first reduction), dst this rank's output (not a src),
 next (optional) this rank's other partial buffer, which the kernel sets to the sum on rank 0 and to zeros
 elsewhere (where the next residual GEMV adds its partial: no zeroing launch), step a one-element int64
-device counter that the caller increments once per step (before the step's first reduction), r this reduction's index within the step (0 <= r < per_step): epoch = step * per_step + r + 1
-must grow from one reduction to the next on every rank alike. CUDA only (sm_90+, NVRTC); `reference` is the
+device counter that the caller increments once per step (before the step's first reduction), r this
+reduction's index within the step (0 <= r < per_step): epoch = step * per_step + r + 1 must grow from one
+reduction to the next on every rank alike. CUDA only (sm_90+, NVRTC); `reference` is the
 same sum on any device (the rank-order contract the GPU tests check).
 """
 

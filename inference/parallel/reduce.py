@@ -96,13 +96,15 @@ class FlagReduce:
 
     buffers = None
 
-    def __init__(self, comm: Comm, hidden_size: int, device: torch.device, per_step: int, push: bool = False):
+    def __init__(self, comm: Comm, hidden_size: int, device: torch.device, per_step: int, push: bool = False,
+                 blocks: int | None = None):
+        """blocks: CTAs per reduction (None: kernels.flag_reduce.blocks_for's rule)."""
         import torch.distributed as dist
 
         from kernels.flag_reduce import FLAG_SLOTS, MAX_RANKS, FlagPeers
 
         group = dist.group.WORLD.group_name
-        self.push = push
+        self.push, self.blocks = push, blocks
         if push:  # local partial buffers; every rank's receive slots are symmetric
             a, b = (torch.zeros(hidden_size, dtype=torch.float32, device=device) for _ in range(2))
             recv, hr = _symmetric(2 * MAX_RANKS * hidden_size, torch.float32, device, group)
@@ -159,9 +161,11 @@ class FlagReduce:
         assert self.r < self.per_step, f"flag reduce: more than {self.per_step} reductions in one step"
         peers, other = self.peers[id(src)]
         if getattr(self, "push", False):
-            fr.flag_reduce_push(peers, src, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other)
+            fr.flag_reduce_push(peers, src, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other,
+                                blocks=getattr(self, "blocks", None))
         else:
-            fr.flag_reduce(peers, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other)
+            fr.flag_reduce(peers, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other,
+                           blocks=getattr(self, "blocks", None))
         self.r += 1
 
 
