@@ -91,8 +91,6 @@ class Tuning:
                            "PERF.md: Two tiles in flight")
     gate_up_red: int = knob(4, "gate/up sums 4 neighbouring columns in-thread (keeps its two accumulators "
                             "small)", "PERF.md: Two tiles in flight")
-    verify_group: int = knob(4, "a speculative verify step's GEMVs take at most 4 columns per program (an 8-token "
-                             "step as two neighbouring groups)", "PERF.md: Speculative verify step")
 
     def streams_qkv_gate_up(self, hidden_size: int) -> bool:
         """Whether QKV and gate/up stream beside o_proj in the overlap GEMVs, for this hidden size."""

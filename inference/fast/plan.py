@@ -17,7 +17,9 @@ The choices (kernels/PERF.md has the measurements):
   (weights streamed through shared memory from before the PDL wait, beside the cluster attention, which
   releases them early); where gate/up stays Triton, o_proj prefetches its first rows into L2. "triton": one
   Triton launch per GEMV. "auto": overlap beside the CUDA attention (where it streams and the row says
-  stream_gemv), triton beside the Triton attention. FP8 weights: Triton (kernels/fp8_*) only.
+  stream_gemv), triton beside the Triton attention. "mma": kernels.gemv_mma_cols / lm_head_mma_cols (tensor
+  cores, 1..16 columns, the same bits per column for any count): the plain steps of a speculating run, whose
+  verify steps run the same GEMVs on k columns. FP8 weights: Triton (kernels/fp8_*) only.
 - down_proj prefetches the next weight's first bytes (the next layer's QKV, the LM head after the last) into L2.
 
 Not here: the sampler's tail (FastRunner._step_body), launch configs (kernels.tuning rows, read by the kernels).
@@ -33,7 +35,7 @@ from kernels.tuning import Tuning
 from ..config import ModelConfig
 
 ATTENTION_MODES = ("auto", "cuda", "triton")
-GEMV_MODES = ("auto", "overlap", "triton")
+GEMV_MODES = ("auto", "overlap", "triton", "mma")
 STREAMED = ("o", "qkv", "gate_up")  # the layer weights the overlap GEMVs can stream, by LayerWeights field
 
 
@@ -87,7 +89,7 @@ class Workspace:
 class LayerPlan:
     """One kind of step: the kernels of a layer's five launches and of the LM head, with their tuned arguments."""
     attention_kind: str  # "cuda" | "triton"
-    gemv_kind: str  # "overlap" | "triton"
+    gemv_kind: str  # "overlap" | "triton" | "mma"
     workspace: Workspace
     qkv: Launch  # input RMSNorm + QKV projection (+ bias)
     attention: Launch  # q/k norm + RoPE + KV-cache write + attention
@@ -108,7 +110,7 @@ class StepPlan:
     """The step's kernels for one model on one GPU: `below` for positions < `switch`, `above` from it on."""
     tuning: Tuning
     attention_mode: str  # "auto" | "cuda" | "triton" (auto where the GPU cannot run cuda: triton)
-    gemv_mode: str  # "auto" | "overlap" | "triton"
+    gemv_mode: str  # "auto" | "overlap" | "triton" | "mma"
     switch: int
     below: LayerPlan
     above: LayerPlan
@@ -148,7 +150,9 @@ def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
             raise ValueError(f"FP8 weights decode with the Triton GEMVs only (gemv auto or triton), not {mode!r}")
         return "triton"
     if mode not in GEMV_MODES:
-        raise ValueError(f"GEMV kernels must be auto, overlap or triton, not {mode!r}")
+        raise ValueError(f"GEMV kernels must be auto, overlap, triton or mma, not {mode!r}")
+    if mode == "mma":
+        return mode
     names = () if mode == "triton" else STREAMED if t.streams_qkv_gate_up(cfg.hidden_size) else ("o",)
     ok = set(names) <= target.streamable
     if mode == "auto":
@@ -181,7 +185,13 @@ def _attention(t: Tuning, mode: str, kind: str, overlap: bool, carveout: int | N
 
 def _layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, attention_kind: str,
            gemv_kind: str) -> LayerPlan:
-    """16-bit weights: the Triton GEMVs, or the overlap GEMVs streamed beside the attention."""
+    """16-bit weights: the Triton GEMVs, the overlap GEMVs streamed beside the attention, or the MMA GEMVs."""
+    if gemv_kind == "mma":
+        workspace, attention = _attention(t, attention_mode, attention_kind, False, None)
+        residual = launch("gemv_residual_mma")
+        return LayerPlan(attention_kind, gemv_kind, workspace, launch("rmsnorm_gemv_mma"), attention, residual,
+                         launch("rmsnorm_gate_up_silu_mma"), residual, launch("rmsnorm_gemv_mma"),
+                         launch("lm_head_argmax_mma"))
     overlap = gemv_kind == "overlap"
     streamed = overlap and t.streams_qkv_gate_up(cfg.hidden_size)  # QKV and gate/up stream too
     c = t.stream_carveout if streamed else None

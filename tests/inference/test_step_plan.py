@@ -102,6 +102,7 @@ def fake_state(cfg: ModelConfig, w: ModelWeights, pdl: bool = True) -> SimpleNam
         cfg=cfg, w=w, pdl=pdl, x=_t(cfg.hidden_size, **f32), qkv=_t(cfg.qkv_size, **f32), attn=_t(cfg.q_size, **f32),
         h=_t(cfg.intermediate_size, **f32), logits=_t(cfg.vocab_size, **f32), token=_t(1, dtype=torch.int64),
         pos=_t(1, dtype=torch.int32), ring=_t(256, dtype=torch.int64), argmax_scratch=_t(2, dtype=torch.int64),
+        mma_scratch=_t(17, dtype=torch.int64),
         cache=SimpleNamespace(k=PerLayer(_t(cfg.num_kv_heads, 64, cfg.head_dim) for _ in w.layers),
                               v=PerLayer(_t(cfg.num_kv_heads, 64, cfg.head_dim) for _ in w.layers)),
         model=SimpleNamespace(cos=_t(64, cfg.head_dim // 2, **f32), sin=_t(64, cfg.head_dim // 2, **f32)),
@@ -269,6 +270,25 @@ def test_fp8_weights_plan_their_twins_and_refuse_the_streamed_gemvs():
     assert kwargs(below.down)["l2_prefetch"] == Prefetch("next_bytes", 2 << 20)
     with pytest.raises(ValueError, match="Triton GEMVs only"):
         plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="overlap")
+
+
+def test_gemv_mma_plans_the_tensor_core_gemvs_beside_the_requested_attention():
+    """A speculating run's plain steps: the MMA GEMVs (the verify step's, on one column) and, for its LM head,
+    the argmax with its own per-column scratch; FP8 weights refuse them."""
+    plan = plan_for("h200", "qwen2.5-coder-1.5b", attention="triton", gemv="mma")
+    p = plan.at(0)
+    assert plan.gemv_mode == "mma" and plan.at(5000) == p and (p.attention_kind, p.gemv_kind) == ("triton", "mma")
+    assert [getattr(p, s).kernel for s in p.SLOTS + ("lm_head", "lm_head_argmax")] == [
+        "rmsnorm_gemv_mma", "decode_attention", "gemv_residual_mma", "rmsnorm_gate_up_silu_mma", "gemv_residual_mma",
+        "rmsnorm_gemv_mma", "lm_head_argmax_mma"]
+    cfg = model_config("qwen2.5-coder-1.5b")
+    state = fake_state(cfg, fake_weights(cfg, False, False))
+    calls = []
+    step = bind_step(p, state, "ws", {n: recorder(n, f, calls) for n, f in KERNELS.items()})
+    step.lm_head_argmax()
+    assert calls[0][1]["scratch"] is state.mma_scratch and calls[0][1]["x"] is state.x
+    with pytest.raises(ValueError, match="Triton GEMVs only"):
+        plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="mma")
 
 
 @pytest.mark.parametrize("attention, gemv, message", [
