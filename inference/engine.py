@@ -11,7 +11,8 @@ overshoot is simply discarded. On the CPU one step is in flight at a time (`_lag
 serves one request at a time; callers serialise.
 
 Greedy requests (no repetition penalty) on a runner that can verify drafts speculate by prompt
-lookup unless params.speculate is off: the tokens come from `inference.speculative`'s loop,
+lookup where params.speculate asks for it, or, left None, where speculating keeps the runner's
+kernels (`speculates_by_default`): the tokens come from `inference.speculative`'s loop,
 which drafts from the prompt and output and checks several tokens per forward; the stop logic
 below reads them one by one either way, so the output is the same token for token.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Iterator, Protocol
 
@@ -222,6 +223,7 @@ class Engine:
                  cancel: Cancel | None = None) -> Iterator[TokenEvent | FinishEvent]:
         """Stream a completion. Raises EngineError subclasses before any device work for bad input."""
         params = params or SamplingParams()
+        params = replace(params, speculate=self.speculates(params))  # decided here: the runner sees a bool
         t_start = time.perf_counter()
         ids = self.prompt_ids(prompt)
         self.check_length(len(ids), params)
@@ -305,10 +307,20 @@ class Engine:
         yield FinishEvent(stats, "".join(pieces))
 
     def speculates(self, params: SamplingParams) -> bool:
-        """Whether a request runs the speculative loop: greedy, no repetition penalty, asked for, and a
-        runner that can verify drafts."""
-        return (params.speculate and params.greedy and params.repetition_penalty == 1.0
+        """Whether a request runs the speculative loop: greedy, no repetition penalty, asked for (or left to
+        the engine: `speculates_by_default`), and a runner that can verify drafts."""
+        asked = self.speculates_by_default if params.speculate is None else params.speculate
+        return (asked and params.greedy and params.repetition_penalty == 1.0
                 and params.logprobs is None and getattr(self.runner, "can_verify", hasattr(self.runner, "verify")))
+
+    @property
+    def speculates_by_default(self) -> bool:
+        """Speculation for requests that leave it to the engine: on where the runner's speculating steps
+        run exactly its usual kernels (FastRunner.speculation_keeps_kernels: output unchanged, and the
+        decode loop's cost check keeps drafting off where it does not pay); off elsewhere (the CPU
+        reference: its verify forward's matrix shapes differ from a step's, so a near-tie could go the
+        other way)."""
+        return bool(getattr(self.runner, "speculation_keeps_kernels", False))
 
     def _plain_tokens(self, max_tokens: int, cancel: Cancel | None, lps: deque | None = None) -> Iterator[int]:
         """One token per step, the device kept `_lag` steps ahead of what is read back (each step's

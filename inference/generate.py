@@ -46,8 +46,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--stop", action="append", default=[], help="stop string (repeatable); not emitted")
     p.add_argument("--ignore-eos", action="store_true", help="keep generating past EOS")
-    p.add_argument("--speculate", action=argparse.BooleanOptionalAction, default=False,
-                   help="prompt-lookup speculation for greedy runs (default off)")
+    p.add_argument("--speculate", action=argparse.BooleanOptionalAction, default=None,
+                   help="prompt-lookup speculation for greedy runs (default: on where it keeps the model's "
+                        "kernels, i.e. the output is unchanged; off on the CPU)")
     p.add_argument("--weights", default=None, choices=["fp8", "bf16", "fp16", "fp32"],
                    help="fp8: e4m3 linear layers, scale+offset per 32 columns, quantized at load (default: --dtype)")
     p.add_argument("--max-context", type=int, default=None, help="KV cache length (default min(model, 32768))")

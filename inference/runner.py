@@ -97,6 +97,12 @@ class ReferenceRunner(Runner):
         self.pos += 1
         return logits
 
+    def verify_async(self, draft: list[int]):
+        """verify(draft), computed now; returns the callable that gives its result (the fast path's runs
+        on the device while the caller works)."""
+        out = self.verify(draft)
+        return lambda: out
+
     @torch.inference_mode()
     def verify(self, draft: list[int]) -> list[int]:
         """Greedy check of `draft` (no repetition penalty): the cache rows written for rejected

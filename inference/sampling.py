@@ -35,10 +35,10 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] | None = None  # None = the model's EOS ids
     ignore_eos: bool = False
-    # prompt-lookup speculation for greedy requests (sampled ones never speculate). Off by default: on the
-    # GPU's bf16 fast path the verify step's sums can flip a near-tie that plain decode breaks the other way,
-    # and on the small default model it measured no faster (README, Speculative decoding).
-    speculate: bool = False
+    # prompt-lookup speculation for greedy requests (sampled ones never speculate). None: the engine decides
+    # (on where speculating changes none of the runner's kernels, so the output is the same token for token;
+    # README, Speculative decoding); True / False: on / off.
+    speculate: bool | None = None
     logprobs: int | None = None  # None = off; k = each token's log-probability and the top k alternatives
 
     def __post_init__(self):
@@ -61,7 +61,8 @@ class SamplingParams:
                f"seed must be an integer in [0, 2^63), got {self.seed!r}")
         _check(all(isinstance(s, str) and s for s in self.stop), "stop strings must be non-empty strings")
         _check(len(self.stop) <= MAX_STOP_STRINGS, f"at most {MAX_STOP_STRINGS} stop strings, got {len(self.stop)}")
-        _check(isinstance(self.speculate, bool), f"speculate must be true or false, got {self.speculate!r}")
+        _check(self.speculate is None or isinstance(self.speculate, bool),
+               f"speculate must be true or false (or None: the engine decides), got {self.speculate!r}")
         _check(self.logprobs is None or (_is_int(self.logprobs) and 0 <= self.logprobs <= MAX_LOGPROBS),
                f"logprobs must be an integer in [0, {MAX_LOGPROBS}] (or None), got {self.logprobs!r}")
         _check(self.stop_token_ids is None or all(_is_int(t) and t >= 0 for t in self.stop_token_ids),

@@ -288,6 +288,18 @@ class FastRunner(Runner):
         """Whether this runner can speculate (the verify step's k-column kernels take 16-bit weights)."""
         return not is_fp8(self.w)
 
+    @property
+    def speculation_keeps_kernels(self) -> bool:
+        """Whether a speculating request would run exactly the kernels this runner's plain steps use (its
+        plan, from before any speculating request, equals the Triton plan the verify step matches): then
+        speculation changes no output and the engine turns it on by default."""
+        if not self.can_verify:
+            return False
+        modes = getattr(self, "_modes_before_speculation", None) or (self.attention_mode, self.gemv_mode)
+        usual = choose(self.cfg, self.tuning, self.target, *modes)
+        spec = choose(self.cfg, self.tuning, self.target, "triton", "triton")
+        return (usual.below, usual.above) == (spec.below, spec.above)
+
     def _speculative_kernels(self, params: SamplingParams) -> bool:
         """Whether this request speculates; if so its plain steps run the MMA GEMVs and the Triton attention
         (the verify step's arithmetic, so the output is the plain greedy output on those kernels), else the
@@ -317,19 +329,35 @@ class FastRunner(Runner):
     def max_draft(self) -> int:
         return self._verifier().max_draft
 
-    @torch.inference_mode()
     def verify(self, draft: list[int]) -> list[int]:
-        """The accepted drafted tokens and the model's next one (greedy); a plain step where the verify
-        step's rows would pass the end of the cache."""
+        """The accepted drafted tokens and the model's next one (greedy)."""
+        return self.verify_async(draft)()
+
+    @torch.inference_mode()
+    def verify_async(self, draft: list[int]):
+        """Launch the verify step of `draft`; returns the callable that waits for its result (the accepted
+        drafted tokens and the model's next one). A plain step where the verify step's rows would pass the
+        end of the cache. Nothing else may run on the runner before the result is taken."""
         v = self._verifier()
         if not v.fits(self.host_pos, len(draft)):
             slot = self.step().numpy()
-            while slot[0] < 0:
-                pass
-            return [int(slot[0])]
-        out = v.run(draft) if self.use_graph else v.run_eager(draft)
-        self.host_pos += len(out)
-        return out
+
+            def plain() -> list[int]:
+                while slot[0] < 0:
+                    pass
+                return [int(slot[0])]
+            return plain
+        if not self.use_graph:
+            out = v.run_eager(draft)
+            self.host_pos += len(out)
+            return lambda: out
+        kc = v.launch(draft)
+
+        def result() -> list[int]:
+            out = v.finish(kc)
+            self.host_pos += len(out)
+            return out
+        return result
 
     @torch.inference_mode()
     def step(self) -> Tensor:

@@ -3,14 +3,16 @@
 While the drafter has nothing to propose it runs plain steps exactly like the plain loop (up to
 `lag` steps in flight, tokens read back without stalling the device). When the tail read back
 matches earlier text it stops issuing, reads the steps in flight, and if the drafter still has a
-draft runs one verify step (`runner.verify(draft)`: the last token and the k drafted ones in one
-forward; it returns the accepted prefix plus the model's own next token). The caller consumes the
+draft runs one verify step (`runner.verify_async(draft)()`: the last token and the k drafted ones in
+one forward; the call launches it, the returned callable waits for the accepted prefix plus the model's
+own next token). Before a verify step's tokens go to the caller, the next verify step (drafted from
+them) or the next plain steps are launched, so the device does not wait for the caller. The caller consumes the
 tokens one by one, so EOS, stop strings, max_tokens and cancellation act exactly as without
 speculation; tokens past the point where it stops are discarded like the plain loop's overshoot.
 
 Whether a verify step pays is measured as the run goes (`Payoff`): host-clock seconds per plain
-token and per verify step (each including the caller's time for its tokens) and the tokens a verify
-step yields; where drafting would not pay (a verify step costs more plain steps than it yields
+token (between reads, so including the caller's time for it) and per verify step (launch to result,
+overlapping the caller's time for the previous step's tokens) and the tokens a verify step yields; where drafting would not pay (a verify step costs more plain steps than it yields
 tokens, e.g. on a launch-bound small model) the drafter is told a miss and stays quiet.
 
 Greedy only (the runner's argmax decides what is accepted): the engine keeps sampled requests on
@@ -68,45 +70,69 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
                        stats: SpecStats, cancelled: Callable[[], bool], lag: int) -> Iterator[int]:
     """Yield generated token ids (the first is `first`, a device token from runner.start) until
     max_tokens have been yielded or the caller stops reading. `read(device_token) -> int` waits
-    for a token of a plain step."""
+    for a token of a plain step.
+
+    A verify step's tokens are handed to the caller only after the device has its next work (the next
+    verify step, drafted from them, or plain steps): the caller's time for those tokens overlaps the
+    device's, as in the plain loop."""
     pending = deque([first])  # plain-step tokens not yet read back
     issued, done = 1, 0  # tokens the runner has produced (or has in flight), tokens yielded
     drafting = False  # a match was seen: issue no more plain steps, then try a draft
     most = getattr(runner, "max_draft", max_tokens)  # the runner's verify width - 1 (the fast path's is fixed)
     payoff = Payoff() if drafter.cfg.cost_aware else None
     t_read = None  # when the last plain token was read (None after a verify step)
+    inflight = None  # (result, draft, launched at): a verify step on the device, its tokens not read back
+
+    def draft_now() -> list[int]:
+        draft = drafter.propose(limit=min(most, max_tokens - issued - 1))
+        if draft and payoff is not None and not payoff.pays():
+            drafter.feedback(len(draft), 0)  # would not pay: quiet, as after a miss
+            return []
+        return draft
+
+    def issue_plain():
+        nonlocal issued
+        while issued < max_tokens and len(pending) < lag and not (pending and cancelled()):
+            pending.append(runner.step())
+            stats.plain_steps += 1
+            issued += 1
+
     while done < max_tokens:
+        if inflight is not None:
+            result, draft, t0 = inflight
+            out = result()
+            if payoff is not None:
+                payoff.verify(time.perf_counter() - t0, len(out))
+            n = len(out) - 1
+            stats.verify_steps += 1
+            stats.drafted += len(draft)
+            stats.accepted += n
+            issued += len(out)
+            drafter.extend(out)
+            drafter.feedback(len(draft), n)
+            inflight = None
+            nxt = draft_now() if not cancelled() else []
+            if nxt:
+                inflight = (runner.verify_async(nxt), nxt, time.perf_counter())
+            else:
+                drafting = False
+                issue_plain()
+            for t in out:
+                done += 1
+                yield t
+                if done >= max_tokens:
+                    return
+            t_read = None
+            continue
         if not pending:  # every token is on the host: the tail is known
             if drafting:
-                draft = drafter.propose(limit=min(most, max_tokens - issued - 1))
-                if draft and payoff is not None and not payoff.pays():
-                    drafter.feedback(len(draft), 0)  # would not pay: quiet, as after a miss
-                    draft = []
+                draft = draft_now()
                 if draft:
-                    t0 = time.perf_counter()
-                    out = runner.verify(draft)
-                    n = len(out) - 1
-                    stats.verify_steps += 1
-                    stats.drafted += len(draft)
-                    stats.accepted += n
-                    issued += len(out)
-                    drafter.extend(out)
-                    drafter.feedback(len(draft), n)
-                    for t in out:
-                        done += 1
-                        yield t
-                        if done >= max_tokens:
-                            return
-                    if payoff is not None:
-                        payoff.verify(time.perf_counter() - t0, len(out))
-                    t_read = None
+                    inflight = (runner.verify_async(draft), draft, time.perf_counter())
                     continue
             drafting = False
         if not drafting:
-            while issued < max_tokens and len(pending) < lag and not (pending and cancelled()):
-                pending.append(runner.step())
-                stats.plain_steps += 1
-                issued += 1
+            issue_plain()
         token = read(pending.popleft())
         now = time.perf_counter()
         if payoff is not None and t_read is not None:

@@ -64,6 +64,7 @@ class FastVerifier:
         self.result = {kc: torch.zeros(kc + 1, dtype=torch.int64, pin_memory=self.cuda) if self.cuda
                        else torch.zeros(kc + 1, dtype=torch.int64) for kc in self.buckets}
         self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
+        self.done = torch.cuda.Event() if self.cuda else None  # recorded after each launched verify step
 
     @classmethod
     def for_runner(cls, runner, buckets=BUCKETS) -> "FastVerifier":
@@ -134,11 +135,21 @@ class FastVerifier:
     def run(self, draft: list[int], pos: int | None = None) -> list[int]:
         """Verify `draft` after the runner's current token: the accepted drafted tokens plus the model's
         next one. The runner's token, pos and x are left for its next step."""
+        return self.finish(self.launch(draft))
+
+    @torch.inference_mode()
+    def launch(self, draft: list[int]) -> int:
+        """Replay the verify step of `draft` (run() without waiting); returns its bucket, for finish()."""
         kc = self.bucket(len(draft))
         graph = self.graph(kc)
         self._load(draft)
         graph.replay()
-        torch.cuda.current_stream().synchronize()
+        self.done.record()
+        return kc
+
+    def finish(self, kc: int) -> list[int]:
+        """Wait for the verify step launched last (bucket kc) and read its result."""
+        self.done.synchronize()
         return self._result(kc)
 
     def graph(self, kc: int) -> torch.cuda.CUDAGraph:

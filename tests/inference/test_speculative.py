@@ -165,6 +165,39 @@ def test_verify_steps_accept_exactly_the_agreeing_prefix_and_output_stays_greedy
     assert stats.drafted > stats.accepted > 0
 
 
+def test_the_device_gets_its_next_work_before_a_verify_steps_tokens_are_handed_out(synth_dir):
+    """The loop launches the next verify step (or the next plain steps) as soon as a verify step's
+    result is back, and only then yields that result's tokens: the caller's time overlaps the device's.
+    The output is still plain greedy's."""
+    runner = runner_for(synth_dir, "tiny")
+    prompt = list(range(3, 40))
+    truth = plain_greedy(runner, prompt, 60)
+    log = []
+    launch, step = runner.verify_async, runner.step
+
+    def verify_async(draft):
+        log.append("launch")
+        result = launch(draft)
+        return lambda: log.append("result") or result()
+
+    runner.verify_async = verify_async
+    runner.step = lambda: log.append("step") or step()
+    drafter = OracleDrafter(truth, len(prompt), lengths=[4, 1, 3, 5], wrong_at=[9, 0, 9, 2])
+    drafter.extend(prompt)
+    first = runner.start(prompt, SamplingParams())
+    got = []
+    for t in speculative_tokens(runner, first, drafter, 60, int, SpecStats(), lambda: False, lag=4):
+        got.append(t)
+        log.append("token")
+    assert got == truth
+    results = [i for i, e in enumerate(log) if e == "result"]
+    assert len(results) > 5
+    for i in results:  # after each result: the next launch or step (unless the run is over) before a token
+        after = [e for e in log[i + 1:] if e != "result"]
+        if "launch" in after or "step" in after:
+            assert after[0] in ("launch", "step"), log[i:i + 6]
+
+
 # --- through the engine ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module", params=["tiny", "tiny-qwen3"])
@@ -183,6 +216,19 @@ def run(engine, prompt, **params):
 
 
 REPEATING = Prompt.from_ids([random.Random(1).randrange(10, 1000) for _ in range(30)] * 3)
+
+
+def test_speculation_left_to_the_engine_is_on_only_where_the_runner_keeps_its_kernels(engine):
+    """speculate=None (the default): the CPU reference runner does not speculate; a runner whose speculating
+    steps run its usual kernels (FastRunner.speculation_keeps_kernels) does, with the same output."""
+    tokens, _, stats = run(engine, REPEATING, max_tokens=40, ignore_eos=True, speculate=None)
+    assert not engine.speculates_by_default and not stats.speculative
+    engine.runner.speculation_keeps_kernels = True
+    try:
+        spec_tokens, _, spec_stats = run(engine, REPEATING, max_tokens=40, ignore_eos=True, speculate=None)
+    finally:
+        del engine.runner.speculation_keeps_kernels
+    assert spec_stats.speculative and spec_stats.verify_steps > 0 and spec_tokens == tokens
 
 
 def test_speculative_greedy_equals_plain_greedy_with_verify_steps(engine):

@@ -391,3 +391,25 @@ def test_a_real_runner_plans_as_the_fakes_assume(weights, tmp_path):
         assert (runner.step_plan().attention_kind, runner.step_plan().gemv_kind) == (
             "cuda", "overlap" if weights == "bf16" else "triton")
     print("\n" + "\n".join(runner.plan.describe()))
+
+
+@pytest.mark.parametrize("gpu, shape, keeps", [
+    ("h200", "smollm2-135m", True),  # head_dim 64: Triton attention and GEMVs anyway
+    ("h200", "qwen2.5-coder-1.5b", False),  # cluster attention + streamed GEMVs below the switch
+    ("h200-no-nvrtc", "qwen2.5-coder-1.5b", True),  # no CUDA C here: Triton anyway
+    ("generic-hopper", "qwen2.5-coder-3b", True),  # the generic row runs Triton only
+])
+def test_speculation_is_on_by_default_only_where_it_keeps_the_runners_kernels(gpu, shape, keeps):
+    """FastRunner.speculation_keeps_kernels (the engine's default for `speculate`): a speculating request
+    runs the Triton plan; where that is the model's usual plan, speculating changes no kernel."""
+    from inference.fast.runner import FastRunner
+
+    cfg = model_config(shape)
+    runner = SimpleNamespace(cfg=cfg, tuning=GPUS[gpu].row, target=target(GPUS[gpu], cfg), can_verify=True,
+                             attention_mode="auto", gemv_mode="auto")
+    assert FastRunner.speculation_keeps_kernels.fget(runner) is keeps
+    runner._modes_before_speculation = ("auto", "auto")  # a speculating request switched it to Triton meanwhile
+    runner.attention_mode = runner.gemv_mode = "triton"
+    assert FastRunner.speculation_keeps_kernels.fget(runner) is keeps
+    runner.can_verify = False  # FP8 weights do not speculate
+    assert FastRunner.speculation_keeps_kernels.fget(runner) is False

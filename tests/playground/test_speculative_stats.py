@@ -33,10 +33,11 @@ def test_speculate_is_a_sampling_field_on_both_doors():
 
     from playground.protocol import ProtocolError, page_params, parse_sampling, sampling_json
 
-    assert parse_sampling({}).speculate is False
+    assert parse_sampling({}).speculate is None  # the engine decides (Engine.speculates_by_default)
     assert parse_sampling({"speculate": True}).speculate is True
     assert parse_sampling({"speculate": "off"}).speculate is False
     assert sampling_json(parse_sampling({"speculate": True})) == {"speculate": True}
-    assert page_params()["speculate"] is False
+    assert sampling_json(parse_sampling({"speculate": False})) == {"speculate": False}
+    assert page_params()["speculate"] is None  # the page's box starts ticked: "when it keeps the kernels"
     with pytest.raises(ProtocolError, match="speculate must be true or false"):
         parse_sampling({"speculate": 3})
