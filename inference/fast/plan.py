@@ -16,10 +16,10 @@ The choices (kernels/PERF.md has the measurements):
 - gemv "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and gate/up
   (weights streamed through shared memory from before the PDL wait, beside the cluster attention, which
   releases them early); where gate/up stays Triton, o_proj prefetches its first rows into L2. "triton": one
-  Triton launch per GEMV. "auto": overlap beside the CUDA attention (where it streams and the row says
-  stream_gemv), triton beside the Triton attention. "mma": kernels.gemv_mma_cols / lm_head_mma_cols (tensor
-  cores, 1..16 columns, the same bits per column for any count): the plain steps of a speculating run, whose
-  verify steps run the same GEMVs on k columns. FP8 weights: Triton (kernels/fp8_*) only.
+  Triton launch per GEMV. "mma": kernels.gemv_mma_cols / lm_head_mma_cols (tensor cores, 1..16 columns, the
+  same bits per column for any count): a speculating run's plain steps, whose verify steps run the same GEMVs
+  on k columns. "auto": overlap beside the CUDA attention (where it streams and the row says stream_gemv),
+  triton (mma where the row says mma_gemv) beside the Triton attention. FP8 weights: Triton (kernels/fp8_*) only.
 - down_proj prefetches the next weight's first bytes (the next layer's QKV, the LM head after the last) into L2.
 
 Not here: the sampler's tail (FastRunner._step_body), launch configs (kernels.tuning rows, read by the kernels).
@@ -135,7 +135,7 @@ def choose(cfg: ModelConfig, tuning: Tuning, target: Target, attention: str = "a
     attention_mode = _attention_mode(tuning, target, attention)
 
     def kind(attention_kind: str) -> LayerPlan:
-        gemv_kind = gemv_mode if gemv_mode != "auto" else "overlap" if attention_kind == "cuda" else "triton"
+        gemv_kind = gemv_mode if gemv_mode != "auto" else "overlap" if attention_kind == "cuda" else _plain(tuning)
         layer = _fp8_layer if target.fp8 else _layer
         return layer(cfg, tuning, target, attention_mode, attention_kind, gemv_kind)
 
@@ -156,11 +156,16 @@ def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
     names = () if mode == "triton" else STREAMED if t.streams_qkv_gate_up(cfg.hidden_size) else ("o",)
     ok = set(names) <= target.streamable
     if mode == "auto":
-        return "auto" if ok and t.stream_gemv else "triton"
+        return "auto" if ok and t.stream_gemv else _plain(t)
     if not ok:
         raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with sizes that are multiples of 16 "
                          "and a GPU of compute capability >= 9.0 with NVRTC")
     return mode
+
+
+def _plain(t: Tuning) -> str:
+    """The one-launch GEMVs of this row's 16-bit plain steps: "mma" where the row says mma_gemv, else "triton"."""
+    return "mma" if t.mma_gemv else "triton"
 
 
 def _attention_mode(t: Tuning, target: Target, mode: str) -> str:

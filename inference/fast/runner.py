@@ -285,19 +285,20 @@ class FastRunner(Runner):
 
     @property
     def can_verify(self) -> bool:
-        """Whether this runner can speculate (the verify step's k-column kernels take 16-bit weights)."""
+        """Whether this runner can speculate (the verify step's kernels take 16-bit weights)."""
         return not is_fp8(self.w)
 
     @property
     def speculation_keeps_kernels(self) -> bool:
         """Whether a speculating request would run exactly the kernels this runner's plain steps use (its
-        plan, from before any speculating request, equals the Triton plan the verify step matches): then
-        speculation changes no output and the engine turns it on by default."""
+        plan, from before any speculating request, equals the plan the verify step matches: Triton attention and
+        MMA GEMVs, a tuning row with mma_gemv): then speculation changes no output and the engine turns it on
+        by default."""
         if not self.can_verify:
             return False
         modes = getattr(self, "_modes_before_speculation", None) or (self.attention_mode, self.gemv_mode)
         usual = choose(self.cfg, self.tuning, self.target, *modes)
-        spec = choose(self.cfg, self.tuning, self.target, "triton", "triton")
+        spec = choose(self.cfg, self.tuning, self.target, *SPECULATIVE_KERNELS)
         return (usual.below, usual.above) == (spec.below, spec.above)
 
     def _speculative_kernels(self, params: SamplingParams) -> bool:

@@ -393,23 +393,34 @@ def test_a_real_runner_plans_as_the_fakes_assume(weights, tmp_path):
     print("\n" + "\n".join(runner.plan.describe()))
 
 
-@pytest.mark.parametrize("gpu, shape, keeps", [
-    ("h200", "smollm2-135m", True),  # head_dim 64: Triton attention and GEMVs anyway
+@pytest.mark.parametrize("mma_gemv", [False, True])
+@pytest.mark.parametrize("gpu, shape, triton_anyway", [
+    ("h200", "smollm2-135m", True),  # head_dim 64: Triton attention and one-launch GEMVs anyway
     ("h200", "qwen2.5-coder-1.5b", False),  # cluster attention + streamed GEMVs below the switch
-    ("h200-no-nvrtc", "qwen2.5-coder-1.5b", True),  # no CUDA C here: Triton anyway
-    ("generic-hopper", "qwen2.5-coder-3b", True),  # the generic row runs Triton only
+    ("h200-no-nvrtc", "qwen2.5-coder-1.5b", True),  # no CUDA C here: Triton attention anyway
+    ("generic-hopper", "qwen2.5-coder-3b", True),  # the generic row runs Triton attention only
 ])
-def test_speculation_is_on_by_default_only_where_it_keeps_the_runners_kernels(gpu, shape, keeps):
-    """FastRunner.speculation_keeps_kernels (the engine's default for `speculate`): a speculating request
-    runs the Triton plan; where that is the model's usual plan, speculating changes no kernel."""
+def test_speculation_is_on_by_default_only_where_it_keeps_the_runners_kernels(gpu, shape, triton_anyway, mma_gemv):
+    """FastRunner.speculation_keeps_kernels (the engine's default for `speculate`): a speculating request runs
+    the Triton attention and the MMA GEMVs; that is the model's usual plan where it runs the Triton attention
+    anyway and its tuning row's one-launch GEMVs are the MMA ones (mma_gemv)."""
     from inference.fast.runner import FastRunner
 
     cfg = model_config(shape)
-    runner = SimpleNamespace(cfg=cfg, tuning=GPUS[gpu].row, target=target(GPUS[gpu], cfg), can_verify=True,
-                             attention_mode="auto", gemv_mode="auto")
+    keeps = triton_anyway and mma_gemv
+    runner = SimpleNamespace(cfg=cfg, tuning=replace(GPUS[gpu].row, mma_gemv=mma_gemv), can_verify=True,
+                             target=target(GPUS[gpu], cfg), attention_mode="auto", gemv_mode="auto")
     assert FastRunner.speculation_keeps_kernels.fget(runner) is keeps
-    runner._modes_before_speculation = ("auto", "auto")  # a speculating request switched it to Triton meanwhile
-    runner.attention_mode = runner.gemv_mode = "triton"
+    runner._modes_before_speculation = ("auto", "auto")  # a speculating request switched it meanwhile
+    runner.attention_mode, runner.gemv_mode = "triton", "mma"
     assert FastRunner.speculation_keeps_kernels.fget(runner) is keeps
     runner.can_verify = False  # FP8 weights do not speculate
     assert FastRunner.speculation_keeps_kernels.fget(runner) is False
+
+
+def test_a_row_with_mma_gemv_plans_the_mma_gemvs_where_it_would_plan_triton():
+    cfg = model_config("qwen2.5-coder-1.5b")
+    gpu = GPUS["h200"]
+    plan = choose(cfg, replace(gpu.row, mma_gemv=True), target(gpu, cfg))
+    assert (plan.at(0).gemv_kind, plan.at(5000).gemv_kind) == ("overlap", "mma")
+    assert choose(cfg, replace(gpu.row, mma_gemv=True), target(gpu, cfg, "fp8")).at(5000).gemv_kind == "triton"
