@@ -19,12 +19,13 @@ step() {  # step NAME SECONDS CMD...: run with a time limit and its log in $LOG/
   summary+=("$(printf '%-14s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - t0)) "$(grep -E '[0-9]+ (passed|failed)' "$LOG/$name.log" | tail -1)")")
 }
 nvidia-smi --query-gpu=name --format=csv,noheader
+# the verify bench compiles the PDL variants first; the gpu tests and the probe find them in Triton's cache
+step verify-1.5b 35 python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 \
+  --json "$LOG/verify_1.5b.json"
+step gpu-tests 40 python3 -m pytest -q -s -p no:cacheprovider -p no:randomly -o addopts="" \
+  tests/inference/test_speculative_gpu.py
 step kernel-tests 35 python3 -m pytest -q -x -p no:cacheprovider -p no:randomly -o addopts="" \
   tests/kernels/test_mma_cols.py
-step verify-1.5b 30 python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 \
-  --json "$LOG/verify_1.5b.json"
-step gpu-tests 45 python3 -m pytest -q -s -p no:cacheprovider -p no:randomly -o addopts="" \
-  tests/inference/test_speculative_gpu.py
 step probe 30 python3 -m lab.probe_cols_kernels --shape qwen2.5-coder-1.5b
 echo
 grep -hE "verify steps|FAILED|Error|error" "$LOG/gpu-tests.log" "$LOG/kernel-tests.log" | head -16
