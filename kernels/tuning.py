@@ -57,6 +57,8 @@ class Tuning:
                                        "PERF.md: CUDA cluster attention")
     cluster: int = knob(16, "CTAs per cluster: 16 x 64-row splits merge a 1024-row context in one cluster",
                         "PERF.md: CUDA cluster attention")
+    fp8_cuda_gemv: bool = knob(True, "FP8 weights: the CUDA C GEMVs (kernels.fp8_cuda_gemv) instead of the Triton "
+                               "FP8 kernels", "PERF.md: FP8 CUDA GEMVs")
     stream_gemv: bool = knob(True, "o_proj (and QKV, gate/up up to stream_max_hidden) stream their weights "
                              "through shared memory beside the CUDA attention", "PERF.md: Streamed (\"overlap\") GEMVs")
 
@@ -128,7 +130,7 @@ def generic(info: DeviceInfo) -> Tuning:
     prefetch = (info.l2_bytes * 2 // 50) // MB * MB if info.capability >= (9, 0) else 0
     return replace(H200, name="generic", why=f"fallback for {info.name}: {info.sms} SMs, "
                    f"{info.smem_per_block >> 10} KB shared memory per block, {info.l2_bytes >> 20} MB L2",
-                   cuda_attention=False, stream_gemv=False, gate_up_l2_prefetch=0, down_l2_prefetch=prefetch,
+                   cuda_attention=False, stream_gemv=False, fp8_cuda_gemv=False, gate_up_l2_prefetch=0, down_l2_prefetch=prefetch,
                    fp8_down_l2_prefetch=prefetch,
                    gemv_overrides=())
 

@@ -1,19 +1,21 @@
-"""The GPU fast path with FP8 weights: FastRunner's decode step over the kernels/fp8_* Triton kernels.
+"""The GPU fast path with FP8 weights: FastRunner's decode step over the FP8 GEMVs (kernels.fp8_cuda_gemv in
+CUDA C on Hopper with NVRTC; the kernels/fp8_* Triton kernels elsewhere or with use_gemv("triton")).
 
 Same loop, same single CUDA graph per step, same attention kernels and sampler tail as FastRunner; the
 step plan (inference.fast.plan, for FP8 weights) changes only the weight-reading launches. Per layer:
-    qkv         fp8_rmsnorm_gemv          input RMSNorm + QKV (+ bias)     e4m3, scale+offset per 32 columns
+    qkv         fp8_(cuda_)rmsnorm_gemv          input RMSNorm + QKV (+ bias)  e4m3, scale+offset per 32 columns
     attention   decode / cluster attention (unchanged: the KV cache stays bf16)
-    o_proj      fp8_gemv_residual         o_proj, residual added in place
-    gate_up     fp8_rmsnorm_gate_up_silu  post-attention RMSNorm + gate/up + SiLU*up
-    down        fp8_gemv_residual         down_proj, residual added in place; its programs then prefetch the
-                                          next layer's first QKV bytes (the LM head's after the last layer) into L2
+    o_proj      fp8_(cuda_)gemv_residual         o_proj, residual added in place
+    gate_up     fp8_(cuda_)rmsnorm_gate_up_silu  post-attention RMSNorm + gate/up + SiLU*up
+    down        fp8_(cuda_)gemv_residual         down_proj, residual added in place; its programs then prefetch
+                                                 the next layer's first QKV bytes (the LM head's after the last
+                                                 layer) into L2
 then the LM head: fp8_lm_head_argmax for greedy steps, fp8_rmsnorm_gemv + the sampler otherwise (the
 bf16 kernels where the LM head stayed bf16). Activations are float32 between kernels as in bf16;
 prefill dequantizes each weight before its cuBLAS GEMM (inference.quant.linear).
 
-Not here: the streamed CUDA GEMVs (bf16 only: use_gemv accepts "auto" / "triton"), quantization
-(inference.quant).
+Not here: the streamed bf16 GEMVs (kernels.stream_gemv; for FP8 use_gemv "overlap" means the CUDA FP8
+GEMVs), quantization (inference.quant).
 """
 
 from __future__ import annotations

@@ -19,7 +19,10 @@ The choices (kernels/PERF.md has the measurements):
   Triton launch per GEMV. "mma": kernels.gemv_mma_cols / lm_head_mma_cols (tensor cores, 1..16 columns, the
   same bits per column for any count): a speculating run's plain steps, whose verify steps run the same GEMVs
   on k columns. "auto": overlap beside the CUDA attention (where it streams and the row says stream_gemv),
-  triton (mma where the row says mma_gemv) beside the Triton attention. FP8 weights: Triton (kernels/fp8_*) only.
+  triton (mma where the row says mma_gemv) beside the Triton attention.
+- FP8 weights: gemv "auto" or "overlap": the CUDA C FP8 GEMVs (kernels.fp8_cuda_gemv; kind "cuda") at every
+  position where they run here (Target.fp8_cuda) and the row says fp8_cuda_gemv (auto); "triton": the Triton
+  FP8 twins (kernels/fp8_*), also the fallback of auto. The LM head's launches stay Triton. No "mma".
 - down_proj prefetches the next weight's first bytes (the next layer's QKV, the LM head after the last) into L2.
 
 Not here: the sampler's tail (FastRunner._step_body), launch configs (kernels.tuning rows, read by the kernels).
@@ -47,6 +50,7 @@ class Target:
     streamable: frozenset[str] = frozenset()  # STREAMED fields kernels.stream_gemv can stream in every layer
     fp8: bool = False  # layer weights in FP8 (inference.quant.Fp8Weight)
     fp8_lm_head: bool = False  # the LM head in FP8
+    fp8_cuda: bool = False  # kernels.fp8_cuda_gemv runs every layer's FP8 weights here (Hopper, NVRTC)
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,7 @@ class Workspace:
 class LayerPlan:
     """One kind of step: the kernels of a layer's five launches and of the LM head, with their tuned arguments."""
     attention_kind: str  # "cuda" | "triton"
-    gemv_kind: str  # "overlap" | "triton" | "mma"
+    gemv_kind: str  # "overlap" | "triton" | "mma"; FP8 weights: "cuda" | "triton"
     workspace: Workspace
     qkv: Launch  # input RMSNorm + QKV projection (+ bias)
     attention: Launch  # q/k norm + RoPE + KV-cache write + attention
@@ -110,7 +114,7 @@ class StepPlan:
     """The step's kernels for one model on one GPU: `below` for positions < `switch`, `above` from it on."""
     tuning: Tuning
     attention_mode: str  # "auto" | "cuda" | "triton" (auto where the GPU cannot run cuda: triton)
-    gemv_mode: str  # "auto" | "overlap" | "triton" | "mma"
+    gemv_mode: str  # "auto" | "overlap" | "triton" | "mma"; FP8 weights: "cuda" | "triton"
     switch: int
     below: LayerPlan
     above: LayerPlan
@@ -134,7 +138,7 @@ def choose(cfg: ModelConfig, tuning: Tuning, target: Target, attention: str = "a
     gemv_mode = _gemv_mode(cfg, tuning, target, gemv)
     attention_mode = _attention_mode(tuning, target, attention)
 
-    def kind(attention_kind: str) -> LayerPlan:
+    def kind(attention_kind: str) -> LayerPlan:  # (FP8: gemv_mode is "cuda" or "triton", never auto)
         gemv_kind = gemv_mode if gemv_mode != "auto" else "overlap" if attention_kind == "cuda" else _plain(tuning)
         layer = _fp8_layer if target.fp8 else _layer
         return layer(cfg, tuning, target, attention_mode, attention_kind, gemv_kind)
@@ -145,9 +149,16 @@ def choose(cfg: ModelConfig, tuning: Tuning, target: Target, attention: str = "a
 
 
 def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
-    if target.fp8:
-        if mode not in ("auto", "triton"):
-            raise ValueError(f"FP8 weights decode with the Triton GEMVs only (gemv auto or triton), not {mode!r}")
+    if target.fp8:  # "cuda" (a plan's resolved mode, passed back by use_attention) is "overlap" here
+        if mode == "mma":
+            raise ValueError("FP8 weights have no MMA GEMVs (gemv auto, overlap or triton)")
+        if mode not in GEMV_MODES + ("cuda",):
+            raise ValueError(f"GEMV kernels must be auto, overlap or triton, not {mode!r}")
+        if mode in ("overlap", "cuda") and not target.fp8_cuda:
+            raise ValueError("the CUDA FP8 GEMVs need e4m3 weights with K % 32 == 0 and a GPU of compute "
+                             "capability >= 9.0 with NVRTC")
+        if mode in ("overlap", "cuda") or (mode == "auto" and target.fp8_cuda and t.fp8_cuda_gemv):
+            return "cuda"
         return "triton"
     if mode not in GEMV_MODES:
         raise ValueError(f"GEMV kernels must be auto, overlap, triton or mma, not {mode!r}")
@@ -220,12 +231,14 @@ def _layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, att
 
 def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, attention_kind: str,
                gemv_kind: str) -> LayerPlan:
-    """FP8 weights: the kernels/fp8_* Triton twins of the weight-reading launches; the same attention."""
+    """FP8 weights: the CUDA C FP8 GEMVs (gemv_kind "cuda") or the kernels/fp8_* Triton twins of the
+    weight-reading launches; the same attention."""
     workspace, attention = _attention(t, attention_mode, attention_kind, False, None)
     n = t.fp8_down_l2_prefetch
-    down = launch("fp8_gemv_residual", l2_prefetch=Prefetch("next_bytes", n) if n else None)
-    return LayerPlan(attention_kind, gemv_kind, workspace, launch("fp8_rmsnorm_gemv"), attention,
-                     launch("fp8_gemv_residual"), launch("fp8_rmsnorm_gate_up_silu"), down, *_head(t, target))
+    fp8 = "fp8_cuda_" if gemv_kind == "cuda" else "fp8_"
+    down = launch(f"{fp8}gemv_residual", l2_prefetch=Prefetch("next_bytes", n) if n else None)
+    return LayerPlan(attention_kind, gemv_kind, workspace, launch(f"{fp8}rmsnorm_gemv"), attention,
+                     launch(f"{fp8}gemv_residual"), launch(f"{fp8}rmsnorm_gate_up_silu"), down, *_head(t, target))
 
 
 def _head(t: Tuning, target: Target) -> tuple[Launch, Launch]:

@@ -32,6 +32,7 @@ import torch
 from torch import Tensor
 
 from kernels import cluster_attention as cluster
+from kernels import fp8_cuda_gemv
 from kernels import stream_gemv as stream
 from kernels.decode_attention import AttentionWorkspace, default_num_splits
 from kernels.feed_token import feed_token
@@ -42,7 +43,7 @@ from kernels.tuning import Tuning, for_device
 
 from ..config import ModelConfig
 from ..kv_cache import KVCache
-from ..quant import Fp8Weight, is_fp8
+from ..quant import LINEAR_FIELDS, Fp8Weight, is_fp8
 from ..runner import Runner
 from ..sampling import Sampler, SamplingParams
 from ..weights import ModelWeights
@@ -96,10 +97,13 @@ class FastRunner(Runner):
         fp8 = is_fp8(w)
         streamable = frozenset() if fp8 else frozenset(
             n for n in STREAMED if all(stream.supported(getattr(layer, n)) for layer in w.layers))
+        fp8_cuda = fp8 and all(fp8_cuda_gemv.supported(getattr(layer, n).q) for layer in w.layers
+                               for n in LINEAR_FIELDS)
         return Target(sms=torch.cuda.get_device_properties(self.device).multi_processor_count,
                       cuda_attention=cluster.supported(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
                                                        self.cache.k.dtype, self.device),
-                      streamable=streamable, fp8=fp8, fp8_lm_head=isinstance(w.lm_head, Fp8Weight))
+                      streamable=streamable, fp8=fp8, fp8_lm_head=isinstance(w.lm_head, Fp8Weight),
+                      fp8_cuda=fp8_cuda)
 
     # -- the plan: which kernels the steps launch --------------------------------------------------
     def _plan(self, plan: StepPlan) -> None:
@@ -147,7 +151,8 @@ class FastRunner(Runner):
         GEMV, any GPU); "mma" (kernels.gemv_mma_cols on tensor cores: a speculating run's plain steps); "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and
         gate/up (weights streamed through shared memory from before the PDL wait; Hopper, NVRTC, bf16/fp16
         weights), Triton for the rest; "auto": overlap where it is supported and the step uses the CUDA
-        attention (and the tuning row streams), else triton. FP8 weights: Triton only. Drops captured graphs;
+        attention (and the tuning row streams), else triton. FP8 weights: "auto" / "overlap" run the CUDA C FP8
+        GEMVs (kernels.fp8_cuda_gemv, kind "cuda") where supported, "triton" the Triton FP8 kernels. Drops captured graphs;
         returns the kind the next step uses."""
         self._plan(choose(self.cfg, self.tuning, self.target, self.plan.attention_mode, mode))
         return self.gemv_kind

@@ -26,6 +26,7 @@ from torch import Tensor
 from kernels import cluster_attention as cluster
 from kernels import stream_gemv as stream
 from kernels.decode_attention import decode_attention
+from kernels.fp8_cuda_gemv import fp8_cuda_gemv_residual, fp8_cuda_rmsnorm_gate_up_silu, fp8_cuda_rmsnorm_gemv
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu
 from kernels.fp8_gemv_residual import fp8_gemv_residual
 from kernels.fp8_lm_head_argmax import fp8_lm_head_argmax
@@ -42,12 +43,12 @@ from .plan import LayerPlan, Launch, Prefetch
 
 KERNELS: dict[str, Callable] = {
     "rmsnorm_gemv": rmsnorm_gemv, "stream_rmsnorm_gemv": stream.stream_rmsnorm_gemv,
-    "fp8_rmsnorm_gemv": fp8_rmsnorm_gemv,
+    "fp8_rmsnorm_gemv": fp8_rmsnorm_gemv, "fp8_cuda_rmsnorm_gemv": fp8_cuda_rmsnorm_gemv,
     "decode_attention": decode_attention, "cluster_attention": cluster.cluster_attention,
     "gemv_residual": gemv_residual, "stream_gemv_residual": stream.stream_gemv_residual,
-    "fp8_gemv_residual": fp8_gemv_residual,
+    "fp8_gemv_residual": fp8_gemv_residual, "fp8_cuda_gemv_residual": fp8_cuda_gemv_residual,
     "rmsnorm_gate_up_silu": rmsnorm_gate_up_silu, "stream_gate_up_silu": stream.stream_gate_up_silu,
-    "fp8_rmsnorm_gate_up_silu": fp8_rmsnorm_gate_up_silu,
+    "fp8_rmsnorm_gate_up_silu": fp8_rmsnorm_gate_up_silu, "fp8_cuda_rmsnorm_gate_up_silu": fp8_cuda_rmsnorm_gate_up_silu,
     "lm_head_argmax": lm_head_argmax, "fp8_lm_head_argmax": fp8_lm_head_argmax,
     "rmsnorm_gemv_mma": rmsnorm_gemv_mma, "gemv_residual_mma": gemv_residual_mma,
     "rmsnorm_gate_up_silu_mma": rmsnorm_gate_up_silu_mma, "lm_head_argmax_mma": lm_head_argmax_mma,

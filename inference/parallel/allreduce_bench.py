@@ -1,13 +1,17 @@
 """All-reduce latency at decode sizes: what one tensor-parallel reduction costs.
 
     python -m inference.parallel.allreduce_bench [--tp 2] [--device cuda|cpu]
-        [--sizes 1536,2048,3584] [--iters 200] [--symm-mem] [--json FILE]
+        [--sizes 1536,2048,3584] [--iters 200] [--symm-mem] [--flag] [--json FILE]
 
 Spawns `tp` ranks (NCCL on cuda:0..tp-1, gloo on CPU) and times a sum all-reduce of one
 hidden-state vector per size (elements; bf16 on CUDA, float32 on CPU): eager (`iters`
 back-to-back calls timed with device events), inside one CUDA graph (`iters` calls captured,
 the replay timed: what a graph-captured decode step would pay), and with --symm-mem PyTorch's
-symmetric-memory one-shot all-reduce in a graph (peer reads over NVLink; no multicast). Each
+symmetric-memory one-shot all-reduce in a graph (peer reads over NVLink; no multicast), with --flag
+our flag reduction in a graph (kernels/flag_reduce.py, float32 as in the decode step, PDL on: what
+the step's --tp-reduce flag pays per reduction, its step-counter increment amortised over 64 calls;
+then every rank's sum is checked bit for bit against the rank-order sum, and its next partial buffer
+against the sum on rank 0 and zeros elsewhere; a mismatch is that cell's error). Each
 number is the slowest rank's mean per call. Prints a table last. Multicast stays off
 (the launcher's NO_MULTICAST environment); a mode that fails prints its error instead.
 """
@@ -82,6 +86,42 @@ def _symm_mem_op(n: int, dtype: torch.dtype, device: torch.device):
     return lambda: torch.ops.symm_mem.one_shot_all_reduce(buf, "sum", group)
 
 
+def _flag_us(n: int, device: torch.device, iters: int) -> float:
+    """us per flag reduction of n float32 in a graph (the step counter advances every 64 calls, as a decode
+    step's does every 2 x layers reductions); then checks the sum: rank q's partial is a seeded random
+    vector, every rank must hold the partials summed in rank order, bit for bit."""
+    from types import SimpleNamespace
+
+    from kernels.flag_reduce import reference
+
+    from .reduce import FlagReduce
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    red = FlagReduce(SimpleNamespace(rank=rank, world=world), n, device, per_step=64)
+    src, nxt = red.partials
+    dst = torch.full((n,), float("nan"), device=device)
+    partials = [torch.randn(n, generator=torch.Generator().manual_seed(q)) for q in range(world)]
+    src.copy_(partials[rank])
+    torch.cuda.synchronize(device)
+    dist.barrier()
+
+    def op():
+        if red.r == red.per_step:
+            red.begin_step(pdl=True)
+        red.pdl = True
+        red(src, dst)
+
+    us = _graph_us(op, iters)
+    torch.cuda.synchronize(device)
+    want = reference(partials)
+    if not torch.equal(dst.cpu(), want):
+        raise AssertionError(f"flag reduce: rank {rank} holds a wrong sum "
+                             f"(max err {(dst.cpu() - want).abs().max().item():.3g})")
+    if not torch.equal(nxt.cpu(), want if rank == 0 else torch.zeros(n)):
+        raise AssertionError(f"flag reduce: rank {rank}'s next partial buffer is not {'the sum' if rank == 0 else 'zero'}")
+    return us
+
+
 def _slowest(value: float, failed: bool, device: torch.device) -> float | None:
     """The largest of every rank's value, or None if any rank failed (all ranks call this)."""
     t = torch.tensor([value, float(failed)], dtype=torch.float64, device=device)
@@ -114,6 +154,8 @@ def _rank_main(rank: int, args, init_method: str, out) -> None:
             if args.symm_mem:
                 row["symm_mem_one_shot_graph_us"] = _timed_mode(
                     lambda: _graph_us(_symm_mem_op(n, dtype, device), args.iters), device)
+            if args.flag:
+                row["flag_fp32_graph_us"] = _timed_mode(lambda: _flag_us(n, device, args.iters), device)
         rows.append(row)
     if rank == 0:
         out.put(rows)
@@ -121,10 +163,10 @@ def _rank_main(rank: int, args, init_method: str, out) -> None:
     dist.destroy_process_group()
 
 
-def run(tp: int, device: str, sizes: list[int], iters: int, symm_mem: bool = False) -> list[dict]:
+def run(tp: int, device: str, sizes: list[int], iters: int, symm_mem: bool = False, flag: bool = False) -> list[dict]:
     """Spawn the ranks, return rank 0's rows (one per size); a rank's crash is raised here."""
     os.environ.update(NO_MULTICAST)
-    args = argparse.Namespace(tp=tp, device=device, sizes=sizes, iters=iters, symm_mem=symm_mem)
+    args = argparse.Namespace(tp=tp, device=device, sizes=sizes, iters=iters, symm_mem=symm_mem, flag=flag)
     out = mp.get_context("spawn").Queue()
     procs = mp.start_processes(_rank_main, args=(args, f"tcp://127.0.0.1:{_free_port()}", out), nprocs=tp,
                                join=False, start_method="spawn")
@@ -146,6 +188,7 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", default="1536,2048,3584", help="elements per all-reduce (hidden sizes)")
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--symm-mem", action="store_true", help="also time the symmetric-memory one-shot all-reduce")
+    p.add_argument("--flag", action="store_true", help="also time the flag reduction (kernels/flag_reduce.py)")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -154,7 +197,7 @@ def main(argv=None) -> int:
     if device == "cuda" and torch.cuda.device_count() < args.tp:
         print(f"error: --tp {args.tp} needs {args.tp} GPUs, {torch.cuda.device_count()} visible", file=sys.stderr)
         return 2
-    rows = run(args.tp, device, [int(s) for s in args.sizes.split(",") if s], args.iters, args.symm_mem)
+    rows = run(args.tp, device, [int(s) for s in args.sizes.split(",") if s], args.iters, args.symm_mem, args.flag)
     if args.json:
         Path(args.json).write_text(json.dumps({"tp": args.tp, "device": device, "rows": rows}, indent=2))
     cols = [k for k in rows[0] if k.endswith("_us")]

@@ -6,9 +6,11 @@ step) built on the rank's shard with the shard's config (`TPPlan.local_cfg`: its
 and vocabulary rows), plus three things a split step needs:
 - o_proj and down_proj each leave a partial sum of the layer's output in the residual buffer; an
   all-reduce captured in the graph completes it (reduce.py: NCCL's in place, or symmetric memory's
-  one-shot into the other of two buffers: then a layer's attention half works in x, its MLP half in
+  one-shot or our flag reduction into the other of two buffers: then a layer's attention half works in x, its MLP half in
   x_mlp). Rank 0's kernels add onto the stream as on one GPU, so its partial carries the residual;
-  the other ranks zero the buffer first. The layer launches are FastRunner's, bound from its step
+  the other ranks zero the buffer first. With our flag reduction, o_proj and down add into two partial
+  buffers of their own and each reduction, summing them into x, also starts the next partial buffer (the
+  sum on rank 0, zeros elsewhere): no zeroing launches (`_flag_layers`). The layer launches are FastRunner's, bound from its step
   plan (inference.fast.plan/step); this class runs them with the reductions between.
 - the LM head gives the rank's vocabulary slice of the logits; the greedy token is a distributed
   argmax (each rank's best (value, id), one all-gather of two numbers: `Comm.argmax`), fed back
@@ -21,7 +23,8 @@ and vocabulary rows), plus three things a split step needs:
 `time_steps` replays the step back to back with or without its collectives (the bench's
 compute-vs-sync split). GPU only; the CPU tests check the reference rank, the gpu tests of
 tests/inference/test_parallel.py check this against the one-GPU fast path.
-Not here: a fused or overlapped reduction (the all-reduce is its own launch between two kernels).
+Not here: a fused or overlapped reduction (each all-reduce, the flag one included, is its own launch
+between two kernels).
 """
 
 from __future__ import annotations
@@ -86,14 +89,14 @@ class FastRankRunner(FastRunner):
                  attention: str = "auto", gemv: str = "auto", tuning=None, pdl: bool | None = None,
                  reduce: str = "nccl"):
         """plan: the split (FastRunner's own `plan` is its step plan); reduce: the all-reduce in the step
-        (reduce.py: "nccl" or "symm")."""
+        (reduce.py: "nccl", "symm" or "flag")."""
         self.tp_plan, self.rank, self.comm = plan, rank, comm
         self.ref = RankRunner(plan, rank, shard, comm, max_context)  # its sampler; logprobs requests
         super().__init__(plan.local_cfg(), shard, max_context, pdl=pdl, attention=attention, gemv=gemv,
                          tuning=tuning)
         self.model = RankPrefill(plan.local_cfg(), shard, max_context, comm)
         self.reduce_kind = reduce
-        self.reducer = make_reducer(reduce, comm, plan.cfg.hidden_size, self.device)
+        self.reducer = make_reducer(reduce, comm, plan.cfg.hidden_size, self.device, 2 * plan.cfg.num_layers)
         # x, and where the attention half's all-reduce leaves its sum for the MLP half: x itself (NCCL, in
         # place), or the second of the reducer's two symmetric buffers (x is the first).
         self.x, self.x_mlp = self.reducer.buffers or (self.x, self.x)
@@ -112,10 +115,19 @@ class FastRankRunner(FastRunner):
         """FastRunner's choice and binding of the step's launches, plus the layer launches this rank runs:
         with x_mlp apart from x, gate/up and down bound to x_mlp (a second binding of the same plan)."""
         super()._select_attention(pos)
+        partials = getattr(getattr(self, "reducer", None), "partials", None)
+        p = self.layer_plan
+        if partials is not None:  # flag: o_proj adds into partial buffer a, down into b; the rest read x
+            key = ("flag", p.attention_kind, p.gemv_kind)
+            if key not in self._layer_launches:
+                ws = self.workspaces[p.attention_kind]
+                a, b = (bind_step(p, _WithX(self, t), ws).layers for t in partials)
+                self._layer_launches[key] = [LayerLaunches(x.qkv, x.attention, pa.o_proj, x.gate_up, pb.down)
+                                             for x, pa, pb in zip(self.launches.layers, a, b)]
+            self.flag_launches = self._layer_launches[key]
         if getattr(self, "x_mlp", self.x) is self.x:
             self.layer_launches = self.launches.layers
             return
-        p = self.layer_plan
         key = (p.attention_kind, p.gemv_kind)
         if key not in self._layer_launches:
             mlp = bind_step(p, _WithX(self, self.x_mlp), self.workspaces[p.attention_kind]).layers
@@ -128,8 +140,11 @@ class FastRankRunner(FastRunner):
         (o_proj into x, down into x_mlp) leaving a partial sum that the reducer completes into the buffer
         the next half reads (x_mlp, then x); ranks other than 0 start those GEMVs from zero, so only rank
         0's partial carries the residual."""
+        if self.reducer.partials is not None:
+            return self._flag_layers()
         partial = self.rank != 0
         x, x_mlp = self.x, self.x_mlp
+        self.reducer.begin_step(self.pdl)
         for layer in self.layer_launches:
             layer.qkv()
             layer.attention()
@@ -142,6 +157,22 @@ class FastRankRunner(FastRunner):
                 x_mlp.zero_()
             layer.down()
             self.reducer(x_mlp, x)
+
+    def _flag_layers(self):
+        """The layers with the flag reduction: o_proj adds into partial buffer a, down into b, each reduction
+        sums the ranks' partials into x (what the norms read) and starts the other partial buffer (rank 0:
+        the sum, the others: zeros), so no rank zeroes a buffer between kernels."""
+        a, b = self.reducer.partials
+        x = self.x
+        self.reducer.begin_step(self.pdl, x)  # the step counter; a := x on rank 0, zeros elsewhere
+        for layer in self.flag_launches:
+            layer.qkv()
+            layer.attention()
+            layer.o_proj()
+            self.reducer(a, x)
+            layer.gate_up()
+            layer.down()
+            self.reducer(b, x)
 
     def _fused_step(self) -> bool:
         return False  # the argmax spans ranks: LM head, then the distributed argmax

@@ -68,7 +68,7 @@ class LaunchSpec:
     attention: str = "auto"  # the fast ranks' kernel choices (FastRunner's attention, gemv, tuning row)
     gemv: str = "auto"
     tuning: str = "auto"
-    reduce: str = "nccl"  # the fast ranks' all-reduce (reduce.py: nccl | symm)
+    reduce: str = "nccl"  # the fast ranks' all-reduce (reduce.py: nccl | symm | flag)
 
     @property
     def backend(self) -> str:

@@ -1,8 +1,11 @@
 """The fast ranks' all-reduce of the residual stream inside the captured step.
 
-    reducer = make_reducer("nccl" | "symm", comm, hidden_size, device)
+    reducer = make_reducer("nccl" | "symm" | "flag", comm, hidden_size, device, per_step)
     reducer.buffers     # None, or the two buffers the residual stream must live in (x, x_mlp)
+    reducer.partials    # None, or (flag) the two buffers o_proj and down add their partials into
+    reducer.begin_step(pdl)  # once per decode step, before its first reduction (captured with the step)
     reducer(src, dst)   # after o_proj (x -> x_mlp) and after down_proj (x_mlp -> x): dst = sum over ranks
+                        # (flag: src a partial buffer, dst the residual stream x)
 
 "nccl": torch.distributed's all_reduce in place (src is dst; NCCL; capturable in a CUDA graph).
 "symm": PyTorch symmetric memory's one-shot all-reduce: every rank reads every peer's src over NVLink
@@ -11,6 +14,17 @@ reducer's two symmetric buffers, so no copy is needed: the attention half of a l
 MLP half in x_mlp. A rank writes a buffer (as a sum, or as a GEMV's output) only after every peer has
 entered a later reduction than the one that read it (the one-shot's start barrier), whatever the op's
 own end-of-kernel synchronisation.
+"flag": our own one-kernel reduction (kernels/flag_reduce.py): each rank publishes an epoch to every
+peer's flag slots (store-release, system scope), waits for theirs, then sums the peers' partials in rank
+order into its dst, the residual stream x (a plain local buffer), and starts its other partial buffer for
+the next residual GEMV: the sum on rank 0, zeros elsewhere (so no rank launches a zeroing op; begin_step
+starts the step's first partial buffer, with one copy or fill). o_proj adds into partial buffer a, down
+into b (two symmetric buffers). The epoch is step * per_step + r + 1, from a device step counter that
+begin_step increments inside the graph (replays need no host work) and the reduction's index r within the
+step; launched with PDL like the GEMVs around it. The hazard a fast rank could cause (writing a partial
+buffer a slow peer still reads) cannot happen: a rank writes buffer a (or b) only after it has seen every
+peer's epoch of the reduction after the one that read it, which each peer publishes only after that
+reading reduction has completed (griddepcontrol.wait, transitively through the kernels between).
 No multicast (the launcher's environment turns it off; the multimem ops are never called).
 NoReduce: no collective (each rank alone: the bench's compute-only step; dst is left as it is).
 """
@@ -22,21 +36,27 @@ from torch import Tensor
 
 from .comm import Comm
 
-REDUCERS = ("nccl", "symm")
+REDUCERS = ("nccl", "symm", "flag")
 
 
 class NoReduce:
-    buffers = None
+    buffers = partials = None
+
+    def begin_step(self, pdl: bool = False) -> None:
+        pass
 
     def __call__(self, src: Tensor, dst: Tensor) -> None:
         pass
 
 
 class NcclReduce:
-    buffers = None
+    buffers = partials = None
 
     def __init__(self, comm: Comm):
         self.comm = comm
+
+    def begin_step(self, pdl: bool = False) -> None:
+        pass
 
     def __call__(self, src: Tensor, dst: Tensor) -> None:
         assert src is dst, "NCCL reduces in place"
@@ -44,26 +64,87 @@ class NcclReduce:
 
 
 class SymmReduce:
+    partials = None
+
     def __init__(self, hidden_size: int, device: torch.device):
         import torch.distributed as dist
-        import torch.distributed._symmetric_memory as symm_mem
 
         self.group = dist.group.WORLD.group_name
-        bufs = []
+        bufs, self.handles = [], []
         for _ in range(2):  # collective: every rank allocates and exchanges handles in the same order
-            buf = symm_mem.empty(hidden_size, dtype=torch.float32, device=device).zero_()
-            symm_mem.rendezvous(buf, self.group)
+            buf, handle = _symmetric(hidden_size, torch.float32, device, self.group)
             bufs.append(buf)
+            self.handles.append(handle)
         self.buffers = tuple(bufs)
+
+    def begin_step(self, pdl: bool = False) -> None:
+        pass
 
     def __call__(self, src: Tensor, dst: Tensor) -> None:
         assert src is not dst and {id(src), id(dst)} == {id(b) for b in self.buffers}
         torch.ops.symm_mem.one_shot_all_reduce_out(src, "sum", self.group, dst)
 
 
-def make_reducer(kind: str, comm: Comm, hidden_size: int, device: torch.device):
+class FlagReduce:
+    """The flag reduction (kernels/flag_reduce.py) over two symmetric partial buffers; per_step reductions a
+    step. rank: this rank (the one whose partial carries the residual is 0)."""
+
+    buffers = None
+
+    def __init__(self, comm: Comm, hidden_size: int, device: torch.device, per_step: int):
+        import torch.distributed as dist
+
+        from kernels.flag_reduce import FLAG_SLOTS, FlagPeers
+
+        group = dist.group.WORLD.group_name
+        a, ha = _symmetric(hidden_size, torch.float32, device, group)  # collective: every rank, same order
+        b, hb = _symmetric(hidden_size, torch.float32, device, group)
+        self.flags, hf = _symmetric(FLAG_SLOTS, torch.int64, device, group)
+        self.partials = (a, b)
+        self.rank, self.per_step = comm.rank, per_step
+        self.step = torch.zeros(1, dtype=torch.int64, device=device)
+        # a partial buffer -> (the peers' addresses of it, this rank's other partial buffer)
+        self.peers = {id(a): (FlagPeers(tuple(ha.buffer_ptrs), tuple(hf.buffer_ptrs)), b),
+                      id(b): (FlagPeers(tuple(hb.buffer_ptrs), tuple(hf.buffer_ptrs)), a)}
+        torch.cuda.synchronize(device)
+        dist.barrier()  # every rank's flags are zero before any rank publishes
+        self.r, self.pdl = 0, False
+
+    def begin_step(self, pdl: bool = False, x: Tensor | None = None) -> None:
+        """Advance the step counter; with x (the residual stream at the step's start), start partial buffer a:
+        x on rank 0, zeros elsewhere."""
+        self.step.add_(1)
+        self.r, self.pdl = 0, pdl
+        if x is not None:
+            if self.rank == 0:
+                self.partials[0].copy_(x)
+            else:
+                self.partials[0].zero_()
+
+    def __call__(self, src: Tensor, dst: Tensor) -> None:
+        from kernels.flag_reduce import flag_reduce
+
+        assert id(src) in self.peers and dst is not src and all(dst is not p for p in self.partials)
+        assert self.r < self.per_step, f"flag reduce: more than {self.per_step} reductions in one step"
+        peers, other = self.peers[id(src)]
+        flag_reduce(peers, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other)
+        self.r += 1
+
+
+def _symmetric(n: int, dtype: torch.dtype, device: torch.device, group: str):
+    """A zeroed symmetric-memory tensor of n elements and its handle (collective: every rank, same order)."""
+    import torch.distributed._symmetric_memory as symm_mem
+
+    buf = symm_mem.empty(n, dtype=dtype, device=device).zero_()
+    return buf, symm_mem.rendezvous(buf, group)
+
+
+def make_reducer(kind: str, comm: Comm, hidden_size: int, device: torch.device, per_step: int = 0):
+    """per_step: reductions per decode step (the flag reduction's epochs)."""
     if kind == "nccl":
         return NcclReduce(comm)
     if kind == "symm":
         return SymmReduce(hidden_size, device)
+    if kind == "flag":
+        return FlagReduce(comm, hidden_size, device, per_step)
     raise ValueError(f"tensor-parallel reduction must be one of {', '.join(REDUCERS)}, not {kind!r}")

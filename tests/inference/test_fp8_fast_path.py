@@ -121,8 +121,23 @@ def test_graph_replay_generates_what_eager_kernels_generate(checkpoint, fp8_head
     assert run(sampled) == run(sampled)
 
 
-def test_fp8_rejects_the_streamed_gemvs(checkpoint):
+def test_the_cuda_fp8_gemvs_are_the_default_on_hopper_and_triton_stays_selectable(checkpoint):
+    from kernels import _cuda_rtc
+
     engine = _engine(checkpoint)
-    with pytest.raises(ValueError, match="Triton GEMVs only"):
-        engine.runner.use_gemv("overlap")
-    assert engine.runner.use_gemv("auto") == "triton"
+    cuda = _cuda_rtc.available()
+    assert engine.runner.gemv_kind == ("cuda" if cuda else "triton")
+    assert engine.runner.use_gemv("triton") == "triton"
+    if cuda:
+        assert engine.runner.use_gemv("overlap") == "cuda"
+    else:
+        with pytest.raises(ValueError, match="CUDA FP8 GEMVs need"):
+            engine.runner.use_gemv("overlap")
+
+
+def test_the_triton_fp8_gemvs_still_match_the_fp8_reference(checkpoint):
+    """The fallback (use_gemv("triton")): the Triton FP8 kernels in the same step, same bar."""
+    engine = _engine(checkpoint)
+    assert engine.runner.use_gemv("triton") == "triton"
+    agree, rel = agreement(*teacher_forced(engine, checkpoint, prompt_len=1, positions=64))
+    assert agree >= 0.99 and rel <= 2e-2

@@ -229,20 +229,100 @@ def test_a_fast_rank_reduces_after_o_proj_and_down_and_only_rank_0_keeps_the_res
     def launch(name, buf):
         return lambda: log.append((name, buf.sum().item()))
 
-    def all_reduce(src, dst):
-        log.append(("all-reduce", src.sum().item()))
-        dst.fill_(10.0)
+    class AllReduce:
+        partials = None
+
+        def begin_step(self, pdl):
+            log.append(("begin-step", pdl))
+
+        def __call__(self, src, dst):
+            log.append(("all-reduce", src.sum().item()))
+            dst.fill_(10.0)
 
     layers = [LayerLaunches(launch("qkv", x), launch("attention", x), launch("o_proj", x), launch("gate_up", x_mlp),
                             launch("down", x_mlp)) for _ in range(2)]
-    fake = SimpleNamespace(rank=rank, x=x, x_mlp=x_mlp, layer_launches=layers, reducer=all_reduce)
+    fake = SimpleNamespace(rank=rank, x=x, x_mlp=x_mlp, layer_launches=layers, reducer=AllReduce(), pdl=True)
     FastRankRunner._layers(fake)
     keep = 1.0 if rank == 0 else 0.0  # o_proj and down add onto the stream on rank 0, onto zeros elsewhere
-    assert log == [("qkv", 4.0), ("attention", 4.0), ("o_proj", 4.0 * keep), ("all-reduce", 4.0 * keep),
+    assert log == [("begin-step", True), ("qkv", 4.0), ("attention", 4.0), ("o_proj", 4.0 * keep), ("all-reduce", 4.0 * keep),
                    ("gate_up", 40.0), ("down", 40.0 * keep), ("all-reduce", 40.0 * keep),
                    ("qkv", 40.0), ("attention", 40.0), ("o_proj", 40.0 * keep), ("all-reduce", 40.0 * keep),
                    ("gate_up", 40.0), ("down", 40.0 * keep), ("all-reduce", 40.0 * keep)]
     assert torch.equal(x, torch.full((4,), 10.0))  # the step ends with the sum in x, where the LM head reads
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_with_the_flag_reduction_o_proj_and_down_add_into_partial_buffers_the_reduction_starts(rank):
+    """The flag reduction's layer loop: o_proj adds into partial buffer a, down into b, and each reduction
+    sums them into x, where qkv and gate/up read. The fake reduction writes 10 into x and starts the
+    other partial buffer as the kernel does (the sum on rank 0, zeros elsewhere); the step's begin starts
+    a (x on rank 0, zeros elsewhere). No zeroing launch between kernels."""
+    from types import SimpleNamespace
+
+    from inference.fast.step import LayerLaunches
+    from inference.parallel.fast import FastRankRunner
+
+    log, x, a, b = [], torch.ones(4), torch.full((4,), 5.0), torch.full((4,), 7.0)
+    keep = 1.0 if rank == 0 else 0.0
+
+    class Flag:
+        partials = (a, b)
+
+        def begin_step(self, pdl, x_):
+            log.append(("begin-step", pdl, x_ is x))
+            a.copy_(x_ * keep)
+
+        def __call__(self, src, dst):
+            log.append(("reduce", "a" if src is a else "b", dst is x, src.sum().item()))
+            dst.fill_(10.0)
+            (b if src is a else a).copy_(dst * keep)
+
+    def launch(name, buf):
+        return lambda: log.append((name, buf.sum().item()))
+
+    layers = [LayerLaunches(launch("qkv", x), launch("attention", x), launch("o_proj", a), launch("gate_up", x),
+                            launch("down", b)) for _ in range(2)]
+    fake = SimpleNamespace(rank=rank, x=x, flag_launches=layers, reducer=Flag(), pdl=True)
+    FastRankRunner._flag_layers(fake)
+    assert log == [("begin-step", True, True), ("qkv", 4.0), ("attention", 4.0), ("o_proj", 4.0 * keep),
+                   ("reduce", "a", True, 4.0 * keep), ("gate_up", 40.0), ("down", 40.0 * keep),
+                   ("reduce", "b", True, 40.0 * keep),
+                   ("qkv", 40.0), ("attention", 40.0), ("o_proj", 40.0 * keep), ("reduce", "a", True, 40.0 * keep),
+                   ("gate_up", 40.0), ("down", 40.0 * keep), ("reduce", "b", True, 40.0 * keep)]
+    assert torch.equal(x, torch.full((4,), 10.0))
+
+
+def test_the_flag_reduction_gives_every_reduction_of_every_step_a_larger_epoch(monkeypatch):
+    """FlagReduce's bookkeeping (its buffers and kernel need GPUs): begin_step advances the device step counter
+    and starts partial buffer a (rank 0: x; others: zeros), each reduction passes the peers' addresses of its
+    source, the other partial buffer as next, and its index r; epoch = step * per_step + r + 1 grows strictly
+    from one reduction to the next, across steps; more reductions than per_step in a step are refused."""
+    import kernels.flag_reduce as fr
+    from inference.parallel.reduce import FlagReduce
+
+    calls = []
+    monkeypatch.setattr(fr, "flag_reduce", lambda peers, dst, step, rank, r, per_step, pdl, next: calls.append(
+        (peers, next, int(step.item()), r, per_step, pdl)))
+    for rank in (0, 1):
+        calls.clear()
+        red = FlagReduce.__new__(FlagReduce)
+        x, a, b = torch.full((4,), 3.0), torch.full((4,), 9.0), torch.full((4,), 9.0)
+        red.partials, red.peers = (a, b), {id(a): ("peers-of-a", b), id(b): ("peers-of-b", a)}
+        red.rank, red.per_step, red.r, red.pdl, red.step = rank, 4, 0, False, torch.zeros(1, dtype=torch.int64)
+        for _ in range(2):
+            red.begin_step(pdl=True, x=x)
+            assert torch.equal(a, x if rank == 0 else torch.zeros(4))
+            for _ in range(2):
+                red(a, x)
+                red(b, x)
+        assert [c[0] for c in calls] == ["peers-of-a", "peers-of-b"] * 4
+        assert [c[1] for c in calls] == [b, a] * 4
+        epochs = [step * per_step + r + 1 for _, _, step, r, per_step, _ in calls]
+        assert epochs == [5, 6, 7, 8, 9, 10, 11, 12] and all(c[5] for c in calls)
+        with pytest.raises(AssertionError, match="more than 4 reductions"):
+            red(a, x)
+        with pytest.raises(AssertionError):
+            red(a, b)  # dst must be the residual stream, not a partial buffer
 
 
 @pytest.mark.parametrize("shape", ["tiny", "tiny-qwen3"])
@@ -494,9 +574,9 @@ def test_nccl_tp_matches_the_single_gpu_paths(tmp_path, shape, tp):
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 @pytest.mark.parametrize("shape, reduce", [("qwen2.5-coder-1.5b", "nccl"), ("qwen2.5-coder-1.5b", "symm"),
-                                           ("qwen3-1.7b", "nccl")])
+                                           ("qwen2.5-coder-1.5b", "flag"), ("qwen3-1.7b", "nccl")])
 def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path(tmp_path, shape, reduce):
-    """TP=2 fast ranks (NCCL or symmetric-memory all-reduce), bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
+    """TP=2 fast ranks (NCCL, symmetric-memory or flag all-reduce), bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
     all-reduces + distributed argmax, captured) generates exactly the greedy tokens that the same
     kernels launched eagerly pick, token by token (teacher-forced on the graph's own tokens).
     (2) Sampled requests and a repetition penalty, decoded in the graph, give the tokens of the same
@@ -553,6 +633,33 @@ def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_
         two.close()
         closed_in = time.monotonic() - t0
     assert not any(p.is_alive() for p in procs) and closed_in < 10.0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+def test_the_flag_reduction_decodes_the_greedy_tokens_of_nccl(tmp_path):
+    """TP=2 fast ranks, bf16, 4 layers of the 1.5B shape: with two ranks every rank's sum is a + b whoever
+    adds, so the flag reduction (our kernel, in the graph) and NCCL give the same bits, hence the same 64
+    greedy tokens; each engine's close() returns within seconds."""
+    from inference.engine import Engine
+    from inference.prompts import Prompt
+    from inference.synth import write_checkpoint
+
+    path = write_checkpoint("qwen2.5-coder-1.5b", tmp_path / "m", layers=4, device="cuda")
+    prompt = torch.randint(0, 30000, (32,), generator=torch.Generator().manual_seed(2)).tolist()
+    tokens = {}
+    for reduce in ("flag", "nccl"):
+        engine = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512, tp=2, tp_reduce=reduce)
+        try:
+            assert engine.info["tp_reduce"] == reduce
+            tokens[reduce] = tokens_and_stats(engine, Prompt.from_ids(prompt), n=64)[0]
+        finally:
+            t0 = time.monotonic()
+            engine.close()
+            closed_in = time.monotonic() - t0
+        print(f"tp=2 {reduce}: close() in {closed_in:.1f} s")
+        assert closed_in < 10.0
+    assert len(tokens["flag"]) == 64 and tokens["flag"] == tokens["nccl"]
 
 
 @pytest.mark.gpu

@@ -199,7 +199,7 @@ def target(gpu: FakeGpu, cfg: ModelConfig, weights: str = "bf16") -> Target:
     fp8 = weights != "bf16"
     return Target(sms=gpu.sms, cuda_attention=gpu.cuda_attention(cfg),
                   streamable=frozenset(STREAMED) if gpu.nvrtc and not fp8 else frozenset(),
-                  fp8=fp8, fp8_lm_head=weights == "fp8")
+                  fp8=fp8, fp8_lm_head=weights == "fp8", fp8_cuda=fp8 and gpu.nvrtc)
 
 
 def plan_for(gpu: str, shape: str, weights: str = "bf16", attention: str = "auto", gemv: str = "auto"):
@@ -260,16 +260,34 @@ def test_forced_cuda_attention_runs_at_every_position_with_clusters_for_any_cont
     assert plan.at(0).workspace == Workspace("cluster", splits=None, cluster=16)  # the GPU's default splits
 
 
-def test_fp8_weights_plan_their_twins_and_refuse_the_streamed_gemvs():
+def test_fp8_weights_plan_the_cuda_fp8_gemvs_at_every_position():
     plan = plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8")
-    below = plan.at(0)
-    assert plan.gemv_mode == "triton" and (below.attention_kind, below.gemv_kind) == ("cuda", "triton")
-    assert [getattr(below, s).kernel for s in below.SLOTS + ("lm_head", "lm_head_argmax")] == [
-        "fp8_rmsnorm_gemv", "cluster_attention", "fp8_gemv_residual", "fp8_rmsnorm_gate_up_silu",
-        "fp8_gemv_residual", "fp8_rmsnorm_gemv", "fp8_lm_head_argmax"]
-    assert kwargs(below.down)["l2_prefetch"] == Prefetch("next_bytes", 2 << 20)
-    with pytest.raises(ValueError, match="Triton GEMVs only"):
-        plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="overlap")
+    assert plan.gemv_mode == "cuda"
+    for pos in (0, 1024):
+        p = plan.at(pos)
+        assert p.gemv_kind == "cuda"
+        assert [getattr(p, s).kernel for s in ("qkv", "o_proj", "gate_up", "down", "lm_head", "lm_head_argmax")] == [
+            "fp8_cuda_rmsnorm_gemv", "fp8_cuda_gemv_residual", "fp8_cuda_rmsnorm_gate_up_silu",
+            "fp8_cuda_gemv_residual", "fp8_rmsnorm_gemv", "fp8_lm_head_argmax"]  # the LM head stays Triton
+        assert kwargs(p.down)["l2_prefetch"] == Prefetch("next_bytes", 2 << 20)
+    assert (plan.at(0).attention_kind, plan.at(1024).attention_kind) == ("cuda", "triton")
+    assert plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="overlap").gemv_mode == "cuda"
+    # FastRunner.use_attention passes the plan's resolved gemv mode back in
+    assert plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", attention="triton", gemv=plan.gemv_mode) == \
+        plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", attention="triton")
+
+
+def test_fp8_weights_fall_back_to_their_triton_twins():
+    for plan in (plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="triton"),
+                 plan_for("h200-no-nvrtc", "qwen2.5-coder-1.5b", weights="fp8"),
+                 plan_for("generic-hopper", "qwen2.5-coder-1.5b", weights="fp8")):  # the row says no
+        below = plan.at(0)
+        assert plan.gemv_mode == "triton" and below.gemv_kind == "triton"
+        assert [getattr(below, s).kernel for s in ("qkv", "o_proj", "gate_up", "down")] == [
+            "fp8_rmsnorm_gemv", "fp8_gemv_residual", "fp8_rmsnorm_gate_up_silu", "fp8_gemv_residual"]
+        assert kwargs(below.down)["l2_prefetch"] == Prefetch("next_bytes", 2 << 20)
+    with pytest.raises(ValueError, match="CUDA FP8 GEMVs need"):
+        plan_for("h200-no-nvrtc", "qwen2.5-coder-1.5b", weights="fp8", gemv="overlap")
 
 
 def test_gemv_mma_plans_the_tensor_core_gemvs_beside_the_requested_attention():
@@ -287,7 +305,7 @@ def test_gemv_mma_plans_the_tensor_core_gemvs_beside_the_requested_attention():
     step = bind_step(p, state, "ws", {n: recorder(n, f, calls) for n, f in KERNELS.items()})
     step.lm_head_argmax()
     assert calls[0][1]["scratch"] is state.mma_scratch and calls[0][1]["x"] is state.x
-    with pytest.raises(ValueError, match="Triton GEMVs only"):
+    with pytest.raises(ValueError, match="no MMA GEMVs"):
         plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="mma")
 
 
@@ -389,7 +407,7 @@ def test_a_real_runner_plans_as_the_fakes_assume(weights, tmp_path):
     assert runner.step_plan() == runner.plan.at(0) and runner.layer_plan == runner.plan.at(0)
     if gpu.nvrtc and runner.tuning.name == "h200":
         assert (runner.step_plan().attention_kind, runner.step_plan().gemv_kind) == (
-            "cuda", "overlap" if weights == "bf16" else "triton")
+            "cuda", "overlap" if weights == "bf16" else "cuda")
     print("\n" + "\n".join(runner.plan.describe()))
 
 
@@ -423,4 +441,4 @@ def test_a_row_with_mma_gemv_plans_the_mma_gemvs_where_it_would_plan_triton():
     gpu = GPUS["h200"]
     plan = choose(cfg, replace(gpu.row, mma_gemv=True), target(gpu, cfg))
     assert (plan.at(0).gemv_kind, plan.at(5000).gemv_kind) == ("overlap", "mma")
-    assert choose(cfg, replace(gpu.row, mma_gemv=True), target(gpu, cfg, "fp8")).at(5000).gemv_kind == "triton"
+    assert choose(cfg, replace(gpu.row, mma_gemv=True), target(gpu, cfg, "fp8")).at(5000).gemv_kind in ("cuda", "triton")

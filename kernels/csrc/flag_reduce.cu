@@ -1,0 +1,77 @@
+// Flag all-reduce of one float32 vector across the ranks of one host (NVLink peer memory; no multicast).
+//
+// Every rank's partial lives in its own symmetric buffer (src.p[q]: rank q's, mapped here). Each CTA
+//   1. waits for the kernel that wrote this rank's partial (griddepcontrol.wait: PDL),
+//   2. publishes "rank `rank`'s partial for this reduction is ready" to every peer: a store-release (system
+//      scope) of the epoch into the peer's flag slot [blockIdx.x][rank],
+//   3. spins (load-acquire, system scope) until every peer's slot [blockIdx.x][q] in its own flags holds
+//      at least the epoch,
+//   4. sums the partials IN RANK ORDER (every rank gets the same bits) into dst, grid-stride, 4 floats a load,
+//      and (next != null) starts this rank's next partial buffer: next = carry ? the sum : 0 (rank 0 carries the
+//      residual stream, the others start from zero). next is the buffer the peers read in the previous
+//      reduction: each peer published this epoch only after that reduction had completed, so it is free.
+// epoch = step[0] * per_step + r + 1: step[0] is a device counter the CUDA graph increments once per decode
+// step (so replays need no host work), r this reduction's index within the step. Epochs only grow, so one
+// slot per (CTA, peer) suffices: a peer that published a later epoch passed this one.
+// A wait that lasts longer than TIMEOUT_NS traps (a dead peer gives an error, not a hang).
+#include "common.cuh"
+
+#ifndef MAX_RANKS
+#define MAX_RANKS 8
+#endif
+#ifndef TIMEOUT_NS
+#define TIMEOUT_NS 20000000000ull
+#endif
+
+struct SrcPtrs { const float* p[MAX_RANKS]; };
+struct FlagPtrs { u64* p[MAX_RANKS]; };
+
+__device__ __forceinline__ void st_release_sys(u64* addr, u64 v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(addr), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 ld_acquire_sys(const u64* addr) {
+  u64 v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ float4 ld_volatile_f4(const float* addr) {
+  float4 v;
+  asm volatile("ld.volatile.global.v4.f32 {%0,%1,%2,%3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(addr) : "memory");
+  return v;
+}
+__device__ __forceinline__ u64 global_ns() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+extern "C" __global__ void flag_reduce(SrcPtrs src, FlagPtrs flags, float* __restrict__ dst,
+                                       float* __restrict__ next, int carry, const u64* __restrict__ step,
+                                       int n, int rank, int world, int r, int per_step) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // this rank's partial (and the step counter) are written
+  const u64 epoch = step[0] * (u64)per_step + (u64)r + 1;
+  const int q = threadIdx.x;
+  const int slot = blockIdx.x * MAX_RANKS;
+  if (q < world && q != rank) st_release_sys(flags.p[q] + slot + rank, epoch);
+  if (q < world && q != rank) {
+    const u64* mine = flags.p[rank] + slot + q;
+    if (ld_acquire_sys(mine) < epoch) {
+      const u64 t0 = global_ns();
+      while (ld_acquire_sys(mine) < epoch) {
+        if (global_ns() - t0 > TIMEOUT_NS) __trap();
+      }
+    }
+  }
+  __syncthreads();
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  for (int i = (blockIdx.x * blockDim.x + threadIdx.x) * 4; i < n; i += gridDim.x * blockDim.x * 4) {
+    float4 acc = ld_volatile_f4(src.p[0] + i);
+    for (int k = 1; k < world; ++k) {
+      const float4 v = ld_volatile_f4(src.p[k] + i);
+      acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
+    }
+    *reinterpret_cast<float4*>(dst + i) = acc;
+    if (next != nullptr) *reinterpret_cast<float4*>(next + i) = carry ? acc : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
+}

@@ -1,0 +1,66 @@
+"""Spec for kernels/flag_reduce (the tensor-parallel flag all-reduce): its launcher's checks and layouts on
+any machine, the CUDA C compiled by NVRTC where NVRTC loads; the kernel itself runs in the gpu checks
+(inference.parallel.allreduce_bench --flag checks every rank's sum bit for bit; tests/inference/test_parallel.py
+decodes with it)."""
+
+import ctypes
+
+import pytest
+import torch
+
+from kernels import _cuda_rtc, flag_reduce as fr
+
+
+def test_the_source_publishes_with_release_and_waits_with_acquire_at_system_scope():
+    src = fr.source()
+    assert src.startswith(f"#define MAX_RANKS {fr.MAX_RANKS}\n") and '#include "' not in src
+    assert 'extern "C" __global__ void flag_reduce(' in src
+    assert "st.release.sys.global.u64" in src and "ld.acquire.sys.global.u64" in src
+    assert "griddepcontrol.wait" in src and "griddepcontrol.launch_dependents" in src
+    assert "multimem" not in src  # no multicast
+
+
+def test_peer_addresses_pass_by_value_in_rank_order():
+    peers = fr.FlagPeers(src_ptrs=(0x1000, 0x2000), flag_ptrs=(0x3000, 0x4000))
+    s, f = peers.structs()
+    assert ctypes.sizeof(s) == ctypes.sizeof(f) == 8 * fr.MAX_RANKS
+    assert [s.p[q] for q in range(2)] == [0x1000, 0x2000] and [f.p[q] for q in range(2)] == [0x3000, 0x4000]
+    assert all(not s.p[q] for q in range(2, fr.MAX_RANKS))
+    assert peers.world == 2
+
+
+@pytest.mark.parametrize("n_ranks", [1, fr.MAX_RANKS + 1])
+def test_peers_refuse_fewer_than_two_or_more_than_max_ranks(n_ranks):
+    with pytest.raises(AssertionError, match="ranks"):
+        fr.FlagPeers(tuple(range(n_ranks)), tuple(range(n_ranks)))
+
+
+def test_blocks_cover_the_vector_at_four_floats_a_thread_and_cap_at_the_flag_slots():
+    assert fr.blocks_for(1536) == 2 and fr.blocks_for(1024) == 1 and fr.blocks_for(3584) == 4
+    assert fr.blocks_for(10**7) == fr.MAX_BLOCKS
+    assert fr.FLAG_SLOTS == fr.MAX_BLOCKS * fr.MAX_RANKS
+
+
+def test_the_reference_sums_in_rank_order():
+    a, b, c = torch.tensor([1e8]), torch.tensor([1.0]), torch.tensor([-1e8])
+    assert fr.reference([a, b, c]).item() == 0.0  # (1e8 + 1) - 1e8 in float32 loses the 1
+    assert fr.reference([a, c, b]).item() == 1.0
+
+
+def test_the_launcher_refuses_a_cpu_destination():
+    peers = fr.FlagPeers((1, 2), (3, 4))
+    with pytest.raises(AssertionError, match="CUDA vector"):
+        fr.flag_reduce(peers, torch.zeros(8), torch.zeros(1, dtype=torch.int64), 0, 0, 2)
+
+
+def _nvrtc_loads() -> bool:
+    try:
+        _cuda_rtc._nvrtc()
+        return True
+    except (OSError, _cuda_rtc.CudaError):
+        return False
+
+
+@pytest.mark.skipif(not _nvrtc_loads(), reason="NVRTC is not installed (CUDA builds of torch bring it)")
+def test_the_kernel_compiles_for_sm90a_with_nvrtc():
+    assert len(_cuda_rtc.nvrtc_compile(fr.source(), "sm_90a")) > 0
