@@ -44,12 +44,12 @@ CANDIDATES = {  # other CUDA configs tried per kind (the rule's first)
 
 
 def weights_of(shape):
-    """(name, kind, N, K) of each layer GEMV of a synth shape (gate/up: N = 2I)."""
+    """(name, kind, N, K) of each layer GEMV of a synth shape (gate/up: N = 2I), the most bytes first."""
     h, i = shape.hidden_size, shape.intermediate_size
     d = shape.head_dim or h // shape.num_heads
     q, kv = shape.num_heads * d, shape.num_kv_heads * d
-    return [("qkv", "gemv", q + 2 * kv, h), ("o", "residual", h, q), ("gate_up", "gate_up", 2 * i, h),
-            ("down", "residual", h, i)]
+    return [("gate_up", "gate_up", 2 * i, h), ("down", "residual", h, i), ("qkv", "gemv", q + 2 * kv, h),
+            ("o", "residual", h, q)]
 
 
 def launchers(kind, n, k, quick=False):

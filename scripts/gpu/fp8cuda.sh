@@ -28,13 +28,14 @@ PYTEST=(python3 -m pytest -m gpu -q -x -p no:cacheprovider -p no:randomly -o add
 step kernel-tests 50 "${PYTEST[@]}" tests/kernels/test_fp8_cuda_gemv.py
 step bench-1.5b 45 python3 -m inference.bench --shape qwen2.5-coder-1.5b --weights fp8,bf16 --tokens 256 \
   --json "$LOG/bench.json"
-step probe 35 python3 -m lab.probe_fp8_cuda --shapes qwen2.5-coder-1.5b --quick
 step fast-path-tests 25 "${PYTEST[@]}" tests/inference/test_fp8_fast_path.py -k "qwen2.5-coder-1.5b and (runs or teacher_forced_match or default)"
+step probe 40 python3 -m lab.probe_fp8_cuda --shapes qwen2.5-coder-1.5b
 step qwen3-graph-eager 30 python3 scripts/gpu/fp8_graph_eager.py --shape qwen3-1.7b --layers 4 --tokens 64
 echo "=== summary"; printf '%s\n' "${summary[@]}"
 echo "=== qwen3-1.7b shape, FP8, greedy: graph vs eager"; grep -h "^attention" "$LOG/qwen3-graph-eager.log" 2>/dev/null
 echo "=== CUDA FP8 GEMVs per launch (1.5B shapes, $(tail -1 "$LOG/gpu.txt"))"
-sed -n '/^| shape | weight/,$p' "$LOG/probe.log"
+if grep -q "^| shape | weight" "$LOG/probe.log"; then sed -n '/^| shape | weight/,$p' "$LOG/probe.log"
+else grep -h "^  qwen" "$LOG/probe.log"; fi  # the probe was cut short: its lines so far
 grep -h "^best cuda" "$LOG/probe.log"
 echo "=== bench: qwen2.5-coder-1.5b, batch 1, ctx 512, FP8 and bf16 in one call"
 python3 - "$LOG/bench.json" <<'EOF'
