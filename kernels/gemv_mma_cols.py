@@ -14,6 +14,12 @@ column c gives the same bits whether it comes alone (a plain step) or with other
 The RMSNorm's scale is applied per column after the dot (sum of squares over the same tiles).
 fp16 / fp32 weights: one fp32 "ieee" dot instead (CUDA cores; the CPU tests' float32 models), same contract.
 
+Split-K (config SPLIT_K = S > 1, for weights with few row blocks): S programs per row block take a K range each,
+store their partial [BLOCK_N, 16] sums (and sums of squares) in a workspace, and the last of them (a ticket per
+row block) adds the S partials in the order 0..S-1 and runs the epilogue: deterministic, so still the same bits
+for any n. Workspaces and tickets are cached per device and size (allocated at a launcher's first call, which
+comes before any graph capture; tickets are 0 again after every launch).
+
 Launch configs: `mma_config` (a rule of the weight's shape, never of n). Not here: the LM head's argmax and the
 draft's acceptance (kernels.lm_head_mma_cols), attention (kernels.decode_attention_cols).
 """
@@ -28,23 +34,51 @@ NC = 16  # the MMA's column width (tl.dot needs >= 16): at most 16 columns per l
 
 
 def mma_config(rows: int, k: int) -> dict:
-    """{BLOCK_N, BLOCK_K, num_warps, num_stages} for a W of `rows` x k (gate/up: rows = I, each program takes
-    BLOCK_N gate and BLOCK_N up rows). A function of the shape only: a plain step and a verify step of the same
-    weight must run the same config."""
+    """{BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages} for a W of `rows` x k (gate/up: rows = I, each program
+    takes BLOCK_N gate and BLOCK_N up rows). A function of the shape only: a plain step and a verify step of the
+    same weight must run the same config."""
     if interpreting():
-        return {"BLOCK_N": 16, "BLOCK_K": 32, "num_warps": 4, "num_stages": 1}
+        return {"BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 1, "num_warps": 4, "num_stages": 1}
     bn = 64 if rows > 65536 else 16  # the LM head: fewer activation re-reads per weight byte
-    return {"BLOCK_N": bn, "BLOCK_K": min(256, triton.next_power_of_2(k)), "num_warps": 4, "num_stages": 3}
+    return {"BLOCK_N": bn, "BLOCK_K": min(256, triton.next_power_of_2(k)), "SPLIT_K": 1, "num_warps": 4,
+            "num_stages": 3}
+
+
+_SCRATCH: dict[tuple, torch.Tensor] = {}
+
+
+def split_scratch(device, kind: str, numel: int, dtype) -> torch.Tensor:
+    """A zeroed buffer of at least `numel` cached per (device, kind, dtype): split-K partials or tickets."""
+    key = (str(device), kind, dtype)
+    buf = _SCRATCH.get(key)
+    if buf is None or buf.numel() < numel:
+        buf = _SCRATCH[key] = torch.zeros(max(numel, 1), dtype=dtype, device=device)
+    return buf
+
+
+def split_args(device, row_blocks: int, cfg: dict, accs: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(partials, tickets) for cfg's SPLIT_K and `accs` accumulators per program; (None, None) without split-K."""
+    s = cfg["SPLIT_K"]
+    if s == 1:
+        return None, None
+    slot = (accs * cfg["BLOCK_N"] + 1) * NC
+    return (split_scratch(device, "partials", row_blocks * s * slot, torch.float32),
+            split_scratch(device, "tickets", row_blocks, torch.int32))
+
+
+def k_chunk(k: int, cfg: dict) -> int:
+    """The K range of one split program: K / SPLIT_K rounded up to whole BLOCK_K tiles."""
+    return triton.cdiv(triton.cdiv(k, cfg["SPLIT_K"]), cfg["BLOCK_K"]) * cfg["BLOCK_K"]
 
 
 @triton.jit
-def x_tile(x_cols, norm_w_ptr, k, col_mask, K, HAS_NORM: tl.constexpr):
-    """The activation tile [BLOCK_K, NC] fp32 at K offsets k (times norm_w when HAS_NORM) and its columns'
-    sums of squares [NC] (before norm_w)."""
-    x = tl.load(x_cols + k[:, None], mask=col_mask[None, :] & (k[:, None] < K), other=0.0).to(tl.float32)
+def x_tile(x_cols, norm_w_ptr, k, col_mask, k_hi, HAS_NORM: tl.constexpr):
+    """The activation tile [BLOCK_K, NC] fp32 at K offsets k (< k_hi; times norm_w when HAS_NORM) and its
+    columns' sums of squares [NC] (before norm_w)."""
+    x = tl.load(x_cols + k[:, None], mask=col_mask[None, :] & (k[:, None] < k_hi), other=0.0).to(tl.float32)
     sq = tl.sum(x * x, axis=0)
     if HAS_NORM:
-        x = x * tl.load(norm_w_ptr + k, mask=k < K, other=0.0).to(tl.float32)[:, None]
+        x = x * tl.load(norm_w_ptr + k, mask=k < k_hi, other=0.0).to(tl.float32)[:, None]
     return x, sq
 
 
@@ -66,11 +100,11 @@ def dot_split(w, x, acc, SPLIT: tl.constexpr):
 
 
 @triton.jit
-def mma_rows(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, n_cols, K,
+def mma_rows(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, n_cols, K, k_lo, k_hi,
              HAS_NORM: tl.constexpr, SPLIT: tl.constexpr, NCOL: tl.constexpr, BLOCK_N: tl.constexpr,
              BLOCK_K: tl.constexpr):
-    """(W[rows] @ (x[c] * norm_w) for the n_cols columns as a [BLOCK_N, NCOL] fp32 tile (zeros past n_cols),
-    the columns' sums of squares [NCOL])."""
+    """(W[rows, k_lo:k_hi] @ (x[c] * norm_w)[k_lo:k_hi] for the n_cols columns as a [BLOCK_N, NCOL] fp32 tile
+    (zeros past n_cols), the columns' sums of squares over k_lo:k_hi [NCOL])."""
     ks = tl.arange(0, BLOCK_K)
     cs = tl.arange(0, NCOL)
     col_mask = cs < n_cols
@@ -78,32 +112,52 @@ def mma_rows(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, n_cols, K,
     x_cols = x_ptr + cs[None, :] * K
     acc = tl.zeros((BLOCK_N, NCOL), tl.float32)
     ssq = tl.zeros((NCOL,), tl.float32)
-    for k0 in range(0, K, BLOCK_K):
+    for k0 in range(k_lo, k_hi, BLOCK_K):
         k = k0 + ks
-        w = tl.load(w_rows + k[None, :], mask=row_mask[:, None] & (k[None, :] < K), other=0.0)
-        x, sq = x_tile(x_cols, norm_w_ptr, k, col_mask, K, HAS_NORM)
+        w = tl.load(w_rows + k[None, :], mask=row_mask[:, None] & (k[None, :] < k_hi), other=0.0)
+        x, sq = x_tile(x_cols, norm_w_ptr, k, col_mask, k_hi, HAS_NORM)
         ssq += sq
         acc = dot_split(w, x, acc, SPLIT)
     return acc, ssq
 
 
-# Contract (all three kernels):
-#   x / a  [n, K] fp32 contiguous (column c = row c), 1 <= n <= NC;  W [N, K] (gate/up: [2N, K]) row-major
-#   out    [n, N] fp32 (gemv_residual: x [n, N] updated in place);  grid (cdiv(N, BLOCK_N),)
-@triton.jit(do_not_specialize=["n_cols"])
-def _rmsnorm_gemv_mma_kernel(
-    x_ptr, w_ptr, norm_w_ptr, bias_ptr, out_ptr, n_cols, N, K, eps,
-    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, USE_PDL: tl.constexpr,
-    NCOL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-):
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_mask = rows < N
-    cs = tl.arange(0, NCOL)
-    if USE_PDL:
-        tl.extra.cuda.gdc_wait()
-    acc, ssq = mma_rows(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, n_cols, K, HAS_NORM, SPLIT, NCOL, BLOCK_N, BLOCK_K)
-    if USE_PDL:
-        tl.extra.cuda.gdc_launch_dependents()
+@triton.jit
+def _tile_ptrs(ptr, ROWS: tl.constexpr, NCOL: tl.constexpr):
+    return ptr + tl.arange(0, ROWS)[:, None] * NCOL + tl.arange(0, NCOL)[None, :]
+
+
+@triton.jit
+def split_reduce(part_ptr, ticket_ptr, rb, s, acc, acc2, ssq, S: tl.constexpr, TWO: tl.constexpr,
+                 NCOL: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Split-K: store this program's partials (acc, acc2 if TWO, ssq) in slot (rb, s), draw the row block's
+    ticket; returns (last, sums of the S partials in order 0..S-1) — meaningful for the program that drew the
+    last ticket (which also resets it)."""
+    SLOT: tl.constexpr = ((1 + TWO) * BLOCK_N + 1) * NCOL
+    base = part_ptr + rb * (S * SLOT)
+    mine = base + s * SLOT
+    tl.store(_tile_ptrs(mine, BLOCK_N, NCOL), acc)
+    if TWO:
+        tl.store(_tile_ptrs(mine + BLOCK_N * NCOL, BLOCK_N, NCOL), acc2)
+    tl.store(mine + (1 + TWO) * BLOCK_N * NCOL + tl.arange(0, NCOL), ssq)
+    tl.debug_barrier()
+    last = tl.atomic_add(ticket_ptr + rb, 1, sem="acq_rel", scope="gpu") == S - 1
+    acc = tl.zeros((BLOCK_N, NCOL), tl.float32)
+    acc2 = tl.zeros((BLOCK_N, NCOL), tl.float32)
+    ssq = tl.zeros((NCOL,), tl.float32)
+    if last:
+        for j in tl.static_range(S):
+            slot = base + j * SLOT
+            acc += tl.load(_tile_ptrs(slot, BLOCK_N, NCOL), cache_modifier=".cg")
+            if TWO:
+                acc2 += tl.load(_tile_ptrs(slot + BLOCK_N * NCOL, BLOCK_N, NCOL), cache_modifier=".cg")
+            ssq += tl.load(slot + (1 + TWO) * BLOCK_N * NCOL + tl.arange(0, NCOL), cache_modifier=".cg")
+        tl.store(ticket_ptr + rb, 0)
+    return last, acc, acc2, ssq
+
+
+@triton.jit
+def _rmsnorm_epilogue(acc, ssq, rows, row_mask, cs, n_cols, bias_ptr, out_ptr, N, K, eps,
+                      HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr):
     if HAS_NORM:
         acc = acc * tl.rsqrt(ssq / K + eps)[None, :]
     if HAS_BIAS:
@@ -111,30 +165,91 @@ def _rmsnorm_gemv_mma_kernel(
     tl.store(out_ptr + cs[None, :] * N + rows[:, None], acc, mask=row_mask[:, None] & (cs < n_cols)[None, :])
 
 
+# Contract (all three kernels):
+#   x / a  [n, K] fp32 contiguous (column c = row c), 1 <= n <= NC;  W [N, K] (gate/up: [2N, K]) row-major
+#   out    [n, N] fp32 (gemv_residual: x [n, N] updated in place)
+#   grid   (cdiv(N, BLOCK_N) * SPLIT_K,): program p owns row block p // SPLIT_K, K range (p % SPLIT_K) * KS + [0, KS)
+#   part   [row blocks * SPLIT_K * slot] fp32, ticket [row blocks] int32 (0 on entry and exit): SPLIT_K > 1 only
 @triton.jit(do_not_specialize=["n_cols"])
-def _gemv_residual_mma_kernel(
-    a_ptr, w_ptr, x_ptr, n_cols, N, K,
-    SPLIT: tl.constexpr, USE_PDL: tl.constexpr, NCOL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+def _rmsnorm_gemv_mma_kernel(
+    x_ptr, w_ptr, norm_w_ptr, bias_ptr, out_ptr, part_ptr, ticket_ptr, n_cols, N, K, KS, eps,
+    HAS_NORM: tl.constexpr, HAS_BIAS: tl.constexpr, SPLIT: tl.constexpr, USE_PDL: tl.constexpr,
+    NCOL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr,
 ):
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    pid = tl.program_id(0)
+    rb = pid // SPLIT_K
+    s = pid % SPLIT_K
+    rows = rb * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
     cs = tl.arange(0, NCOL)
+    k_lo = s * KS
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
-    acc, _ = mma_rows(a_ptr, w_ptr, a_ptr, rows, row_mask, n_cols, K, False, SPLIT, NCOL, BLOCK_N, BLOCK_K)
+    acc, ssq = mma_rows(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, n_cols, K, k_lo, tl.minimum(k_lo + KS, K),
+                        HAS_NORM, SPLIT, NCOL, BLOCK_N, BLOCK_K)
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
+    if SPLIT_K > 1:
+        last, acc, _, ssq = split_reduce(part_ptr, ticket_ptr, rb, s, acc, acc, ssq, SPLIT_K, False, NCOL, BLOCK_N)
+        if last:
+            _rmsnorm_epilogue(acc, ssq, rows, row_mask, cs, n_cols, bias_ptr, out_ptr, N, K, eps, HAS_NORM, HAS_BIAS)
+    else:
+        _rmsnorm_epilogue(acc, ssq, rows, row_mask, cs, n_cols, bias_ptr, out_ptr, N, K, eps, HAS_NORM, HAS_BIAS)
+
+
+@triton.jit
+def _residual_epilogue(acc, rows, row_mask, cs, n_cols, x_ptr, N):
     ptrs = x_ptr + cs[None, :] * N + rows[:, None]
     m = row_mask[:, None] & (cs < n_cols)[None, :]
     tl.store(ptrs, acc + tl.load(ptrs, mask=m, other=0.0), mask=m)
 
 
 @triton.jit(do_not_specialize=["n_cols"])
-def _gate_up_silu_mma_kernel(
-    x_ptr, norm_w_ptr, w_ptr, out_ptr, n_cols, N, K, eps,
+def _gemv_residual_mma_kernel(
+    a_ptr, w_ptr, x_ptr, part_ptr, ticket_ptr, n_cols, N, K, KS,
     SPLIT: tl.constexpr, USE_PDL: tl.constexpr, NCOL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
 ):
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    pid = tl.program_id(0)
+    rb = pid // SPLIT_K
+    s = pid % SPLIT_K
+    rows = rb * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < N
+    cs = tl.arange(0, NCOL)
+    k_lo = s * KS
+    if USE_PDL:
+        tl.extra.cuda.gdc_wait()
+    acc, ssq = mma_rows(a_ptr, w_ptr, a_ptr, rows, row_mask, n_cols, K, k_lo, tl.minimum(k_lo + KS, K), False,
+                        SPLIT, NCOL, BLOCK_N, BLOCK_K)
+    if USE_PDL:
+        tl.extra.cuda.gdc_launch_dependents()
+    if SPLIT_K > 1:
+        last, acc, _, _ = split_reduce(part_ptr, ticket_ptr, rb, s, acc, acc, ssq, SPLIT_K, False, NCOL, BLOCK_N)
+        if last:
+            _residual_epilogue(acc, rows, row_mask, cs, n_cols, x_ptr, N)
+    else:
+        _residual_epilogue(acc, rows, row_mask, cs, n_cols, x_ptr, N)
+
+
+@triton.jit
+def _gate_up_epilogue(acc_g, acc_u, ssq, rows, row_mask, cs, n_cols, out_ptr, N, K, eps):
+    rstd = tl.rsqrt(ssq / K + eps)[None, :]
+    g = acc_g * rstd
+    u = acc_u * rstd
+    y = g / (1.0 + tl.exp(-g)) * u
+    tl.store(out_ptr + cs[None, :] * N + rows[:, None], y, mask=row_mask[:, None] & (cs < n_cols)[None, :])
+
+
+@triton.jit(do_not_specialize=["n_cols"])
+def _gate_up_silu_mma_kernel(
+    x_ptr, norm_w_ptr, w_ptr, out_ptr, part_ptr, ticket_ptr, n_cols, N, K, KS, eps,
+    SPLIT: tl.constexpr, USE_PDL: tl.constexpr, NCOL: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    rb = pid // SPLIT_K
+    s = pid % SPLIT_K
+    rows = rb * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
     ks = tl.arange(0, BLOCK_K)
     cs = tl.arange(0, NCOL)
@@ -145,14 +260,16 @@ def _gate_up_silu_mma_kernel(
     acc_g = tl.zeros((BLOCK_N, NCOL), tl.float32)
     acc_u = tl.zeros((BLOCK_N, NCOL), tl.float32)
     ssq = tl.zeros((NCOL,), tl.float32)
+    k_lo = s * KS
+    k_hi = tl.minimum(k_lo + KS, K)
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
-    for k0 in range(0, K, BLOCK_K):
+    for k0 in range(k_lo, k_hi, BLOCK_K):
         k = k0 + ks
-        m = row_mask[:, None] & (k[None, :] < K)
+        m = row_mask[:, None] & (k[None, :] < k_hi)
         wg = tl.load(g_rows + k[None, :], mask=m, other=0.0)
         wu = tl.load(u_rows + k[None, :], mask=m, other=0.0)
-        x, sq = x_tile(x_cols, norm_w_ptr, k, col_mask, K, True)
+        x, sq = x_tile(x_cols, norm_w_ptr, k, col_mask, k_hi, True)
         ssq += sq
         if SPLIT:  # split once, for both weights (dot_split's parts)
             hi = x.to(tl.bfloat16)
@@ -170,11 +287,13 @@ def _gate_up_silu_mma_kernel(
             acc_u = tl.dot(wu.to(tl.float32), x, acc_u, input_precision="ieee")
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
-    rstd = tl.rsqrt(ssq / K + eps)[None, :]
-    g = acc_g * rstd
-    u = acc_u * rstd
-    y = g / (1.0 + tl.exp(-g)) * u
-    tl.store(out_ptr + cs[None, :] * N + rows[:, None], y, mask=row_mask[:, None] & col_mask[None, :])
+    if SPLIT_K > 1:
+        last, acc_g, acc_u, ssq = split_reduce(part_ptr, ticket_ptr, rb, s, acc_g, acc_u, ssq, SPLIT_K, True, NCOL,
+                                               BLOCK_N)
+        if last:
+            _gate_up_epilogue(acc_g, acc_u, ssq, rows, row_mask, cs, n_cols, out_ptr, N, K, eps)
+    else:
+        _gate_up_epilogue(acc_g, acc_u, ssq, rows, row_mask, cs, n_cols, out_ptr, N, K, eps)
 
 
 def as_cols(t: torch.Tensor, k: int, name: str) -> torch.Tensor:
@@ -206,11 +325,14 @@ def rmsnorm_gemv_mma(
     if bias is not None:
         check_vec(bias, n, "bias", WEIGHT_DTYPES)
     assert x.device == w.device == out.device
-    cfg = config or mma_config(n, k)
-    _rmsnorm_gemv_mma_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
-        xs, w, norm_w if norm_w is not None else xs, bias if bias is not None else outs, outs, xs.shape[0], n, k, eps,
-        HAS_NORM=norm_w is not None, HAS_BIAS=bias is not None, SPLIT=w.dtype == torch.bfloat16, USE_PDL=pdl,
-        NCOL=NC, **cfg, **pdl_launch_kwargs(pdl, w.device))
+    cfg = dict(mma_config(n, k), **(config or {}))
+    blocks = triton.cdiv(n, cfg["BLOCK_N"])
+    part, tickets = split_args(w.device, blocks, cfg, 1)
+    _rmsnorm_gemv_mma_kernel[(blocks * cfg["SPLIT_K"],)](
+        xs, w, norm_w if norm_w is not None else xs, bias if bias is not None else outs, outs,
+        part if part is not None else outs, tickets if tickets is not None else outs, xs.shape[0], n, k,
+        k_chunk(k, cfg), eps, HAS_NORM=norm_w is not None, HAS_BIAS=bias is not None,
+        SPLIT=w.dtype == torch.bfloat16, USE_PDL=pdl, NCOL=NC, **cfg, **pdl_launch_kwargs(pdl, w.device))
     return out
 
 
@@ -222,9 +344,12 @@ def gemv_residual_mma(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl:
     xs = as_cols(x, n, "x")
     assert as_.shape[0] == xs.shape[0], "a and x must have the same number of columns"
     assert a.device == w.device == x.device and a.data_ptr() != x.data_ptr(), "a and x: different buffers"
-    cfg = config or mma_config(n, k)
-    _gemv_residual_mma_kernel[(triton.cdiv(n, cfg["BLOCK_N"]),)](
-        as_, w, xs, xs.shape[0], n, k, SPLIT=w.dtype == torch.bfloat16, USE_PDL=pdl, NCOL=NC, **cfg,
+    cfg = dict(mma_config(n, k), **(config or {}))
+    blocks = triton.cdiv(n, cfg["BLOCK_N"])
+    part, tickets = split_args(w.device, blocks, cfg, 1)
+    _gemv_residual_mma_kernel[(blocks * cfg["SPLIT_K"],)](
+        as_, w, xs, part if part is not None else xs, tickets if tickets is not None else xs, xs.shape[0], n, k,
+        k_chunk(k, cfg), SPLIT=w.dtype == torch.bfloat16, USE_PDL=pdl, NCOL=NC, **cfg,
         **pdl_launch_kwargs(pdl, w.device))
     return x
 
@@ -243,10 +368,13 @@ def rmsnorm_gate_up_silu_mma(
     assert outs.shape[0] == xs.shape[0], "x and out must have the same number of columns"
     check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
     assert x.device == w_gate_up.device == out.device
-    cfg = config or mma_config(i, k)
-    _gate_up_silu_mma_kernel[(triton.cdiv(i, cfg["BLOCK_N"]),)](
-        xs, norm_w, w_gate_up, outs, xs.shape[0], i, k, eps, SPLIT=w_gate_up.dtype == torch.bfloat16, USE_PDL=pdl,
-        NCOL=NC, **cfg, **pdl_launch_kwargs(pdl, w_gate_up.device))
+    cfg = dict(mma_config(i, k), **(config or {}))
+    blocks = triton.cdiv(i, cfg["BLOCK_N"])
+    part, tickets = split_args(w_gate_up.device, blocks, cfg, 2)
+    _gate_up_silu_mma_kernel[(blocks * cfg["SPLIT_K"],)](
+        xs, norm_w, w_gate_up, outs, part if part is not None else outs, tickets if tickets is not None else outs,
+        xs.shape[0], i, k, k_chunk(k, cfg), eps, SPLIT=w_gate_up.dtype == torch.bfloat16, USE_PDL=pdl, NCOL=NC,
+        **cfg, **pdl_launch_kwargs(pdl, w_gate_up.device))
     return out
 
 

@@ -46,7 +46,8 @@ def _lm_head_argmax_mma_kernel(
     col_mask = cs < n_cols
     if USE_PDL:
         tl.extra.cuda.gdc_wait()
-    acc, ssq = mma_rows(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, n_cols, K, HAS_NORM, SPLIT, NCOL, BLOCK_N, BLOCK_K)
+    acc, ssq = mma_rows(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, n_cols, K, 0, K, HAS_NORM, SPLIT, NCOL, BLOCK_N,
+                        BLOCK_K)
     if USE_PDL:
         tl.extra.cuda.gdc_launch_dependents()
     if HAS_NORM:
@@ -134,7 +135,8 @@ def lm_head_argmax_mma(
     if norm_w is not None:
         check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
     assert n < 2 ** 31
-    cfg = config or mma_config(n, k)
+    cfg = dict(mma_config(n, k), **(config or {}))
+    assert cfg.pop("SPLIT_K") == 1, "the LM head has rows enough: no split-K"
     grid = triton.cdiv(n, cfg["BLOCK_N"])
     _lm_head_argmax_mma_kernel[(grid,)](
         xs, w, norm_w if norm_w is not None else xs, lg, scratch, draft if draft is not None else token,

@@ -7,7 +7,7 @@ For each GEMV of a decode layer (QKV, o_proj, gate/up, down) and the LM head (+ 
 microseconds per launch of the one-column Triton kernel and of the MMA kernel at 1, 2, 4, 8 columns (its
 default config, mma_config), 24 launches back to back in one CUDA graph over rotating weight copies so L2
 never holds them (lab.bench_kernels.in_graph_us), and the GB/s that makes of the weight bytes. --sweep adds
-other launch configs of the MMA kernel at 1 and 8 columns (BLOCK_N, BLOCK_K, warps, stages): a row printed as
+other launch configs of the MMA kernel at 1 and 8 columns (BLOCK_N, BLOCK_K, warps, stages, split-K): a row printed as
 soon as it is measured, so a killed run still tells. Not a test; the end-to-end number is
 `inference.bench --workload verify`.
 """
@@ -28,8 +28,8 @@ from kernels.rmsnorm_gemv import rmsnorm_gemv
 from lab.bench_kernels import copies, in_graph_us
 
 WIDTHS = (1, 2, 4, 8)
-SWEEP = [(16, 128, 4, 3), (16, 256, 4, 4), (16, 512, 4, 2), (32, 128, 4, 3), (32, 256, 4, 3), (64, 128, 4, 3),
-         (64, 256, 8, 3)]  # (BLOCK_N, BLOCK_K, num_warps, num_stages)
+SWEEP = [(16, 256, 4, 4, 1), (16, 512, 4, 3, 1), (32, 256, 4, 3, 1), (16, 256, 4, 3, 2), (32, 256, 4, 3, 4),
+         (64, 128, 4, 4, 4), (64, 256, 4, 3, 8)]  # (BLOCK_N, BLOCK_K, num_warps, num_stages, SPLIT_K)
 
 
 def specs(shape):
@@ -84,8 +84,8 @@ def main():
             print(f"| {name} | {variant} | {us:.1f} | {nbytes / us / 1e3:.0f} | {us / base:.2f}x |", flush=True)
 
         row("one-column Triton", base)
-        configs = [None] + ([dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=st) for bn, bk, nw, st in SWEEP]
-                            if args.sweep else [])
+        configs = [None] + ([dict(BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=st, SPLIT_K=sk)
+                             for bn, bk, nw, st, sk in SWEEP if name != "lm_head" or sk == 1] if args.sweep else [])
         default = mma_config(out_n if name == "gate_up" else n, k)
         for cfg in configs:
             if cfg == default:
@@ -95,7 +95,8 @@ def main():
                 O = torch.zeros(kc, out_n, device="cuda")
                 us = in_graph_us(lambda w: mma(X, w, O, cfg), ws)
                 c = default if cfg is None else cfg
-                row(f"MMA n={kc} ({c['BLOCK_N']}, {c['BLOCK_K']}, w{c['num_warps']}, s{c['num_stages']})"
+                row(f"MMA n={kc} ({c['BLOCK_N']}, {c['BLOCK_K']}, w{c['num_warps']}, s{c['num_stages']}"
+                    f"{', split ' + str(c['SPLIT_K']) if c.get('SPLIT_K', 1) > 1 else ''})"
                     + (" default" if cfg is None else ""), us)
         del ws
         torch.cuda.empty_cache()

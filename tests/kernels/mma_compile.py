@@ -30,7 +30,8 @@ def main() -> int:
     import kernels.lm_head_mma_cols as lm
 
     f32, bf16 = "*fp32", "*bf16"
-    common = {"n_cols": "i32", "N": "i32", "K": "i32", "eps": "fp32"}
+    common = {"n_cols": "i32", "N": "i32", "K": "i32", "KS": "i32", "eps": "fp32", "part_ptr": f32,
+              "ticket_ptr": "*i32"}
     rms = {"x_ptr": f32, "norm_w_ptr": bf16, "bias_ptr": bf16, "out_ptr": f32, **common}
     res = {"a_ptr": f32, "x_ptr": f32, **common}
     gu = {"x_ptr": f32, "norm_w_ptr": bf16, "out_ptr": f32, **common}
@@ -58,10 +59,15 @@ def main() -> int:
             cases.append(("lm_head_argmax plain step", lm._lm_head_argmax_mma_kernel, dict(head, w_ptr=wt),
                           dict(base, HAS_NORM=True, HAS_DRAFT=False, HAS_RESULT=False, HAS_RING=True, SPLIT=True,
                                BLOCK_H=1024), "lm_head"))
+    for name, fn, sig, ce, shape in list(cases[:4]):  # the GEMVs with split-K too (bf16)
+        cases.append((name + " split-K 4", fn, sig, dict(ce, SPLIT_K=4), shape))
     bad = 0
     for name, fn, sig, ce, shape in cases:
         rows, k = shapes[shape]
         cfg = dict(g.mma_config(rows, k))
+        if fn is lm._lm_head_argmax_mma_kernel:
+            cfg.pop("SPLIT_K")
+        cfg.update({key: v for key, v in ce.items() if key == "SPLIT_K"})
         nw, ns = cfg.pop("num_warps"), cfg.pop("num_stages")
         try:
             kernel = compiled(fn, sig, dict(ce, **cfg), nw, ns)

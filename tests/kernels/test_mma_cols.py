@@ -2,20 +2,22 @@
 each equals its PyTorch twin to fp32-ish precision (the activation split in three bf16 parts), and a column's
 output is the same bits whatever the other columns are and however many there are (n = 1, 2, 4, 8, 16): what
 makes a verify step's column equal the plain step. Odd shapes under the interpreter; on a GPU (gpu tests) the
-1.5B shapes, compiled."""
+1.5B shapes, compiled. Each with the default launch config and with split-K (3 programs per row block, their
+partial sums added in a fixed order)."""
 
 import pytest
 import torch
 from kernel_helpers import DEVICE, HAS_CUDA, poisoned, randn, rel_err
 
 from kernels.gemv_mma_cols import (gemv_residual_mma, gemv_residual_mma_ref, rmsnorm_gate_up_silu_mma,
-                                   rmsnorm_gate_up_silu_mma_ref, rmsnorm_gemv_mma, rmsnorm_gemv_mma_ref)
+                                   rmsnorm_gate_up_silu_mma_ref, rmsnorm_gemv_mma, rmsnorm_gemv_mma_ref, split_scratch)
 from kernels.lm_head_mma_cols import lm_head_argmax_mma, lm_head_argmax_mma_ref, mma_scratch
 
 WIDTHS = [1, 2, 4, 8, 16]
 SHAPES = [(37, 100), (16, 64)] if not HAS_CUDA else [(2048, 1536), (1536, 8960)]
 DTYPES = [torch.bfloat16, torch.float32]
 TOL = 2e-6  # relative error vs the float32 twin (bf16 x three bf16 parts ~ fp32)
+CONFIGS = [None, {"SPLIT_K": 3}]  # the default launch config; split-K over 3 programs per row block
 
 
 def columns(n, k, gen, scale=1.0):
@@ -29,52 +31,58 @@ def per_column(launch, x, out_cols):
     return torch.stack([launch(x[c].contiguous(), out_cols(c)) for c in range(x.shape[0])])
 
 
+@pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n,k", SHAPES)
 @pytest.mark.parametrize("with_norm,with_bias", [(True, True), (False, False)])
 def test_rmsnorm_gemv_mma_gives_each_column_the_same_bits_for_any_column_count(n, k, with_norm, with_bias, dtype,
-                                                                              gen):
+                                                                              config, gen):
     w = randn(n, k, gen=gen, dtype=dtype, scale=0.05)
     norm_w = randn(k, gen=gen, dtype=torch.bfloat16) if with_norm else None
     bias = randn(n, gen=gen, dtype=torch.bfloat16) if with_bias else None
     x = columns(16, k, gen, scale=3.0)
-    alone = per_column(lambda xc, o: rmsnorm_gemv_mma(xc, w, o, norm_w, 1e-6, bias), x, lambda c: poisoned(n))
+    alone = per_column(lambda xc, o: rmsnorm_gemv_mma(xc, w, o, norm_w, 1e-6, bias, config=config), x,
+                       lambda c: poisoned(n))
     assert rel_err(alone, rmsnorm_gemv_mma_ref(x, w, norm_w, 1e-6, bias)) <= TOL
     for cols in WIDTHS:
         out = poisoned(cols, n)
-        assert rmsnorm_gemv_mma(x[:cols].contiguous(), w, out, norm_w, 1e-6, bias) is out
+        assert rmsnorm_gemv_mma(x[:cols].contiguous(), w, out, norm_w, 1e-6, bias, config=config) is out
         assert torch.equal(out, alone[:cols]), f"{cols} columns"
 
 
+@pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n,k", SHAPES)
-def test_gemv_residual_mma_adds_in_place_with_the_same_bits_for_any_column_count(n, k, dtype, gen):
+def test_gemv_residual_mma_adds_in_place_with_the_same_bits_for_any_column_count(n, k, dtype, config, gen):
     w = randn(n, k, gen=gen, dtype=dtype, scale=0.05)
     a, x0 = columns(16, k, gen), columns(16, n, gen)
 
     def one(c):
         x = x0[c].clone()
-        return gemv_residual_mma(a[c].contiguous(), w, x)
+        return gemv_residual_mma(a[c].contiguous(), w, x, config=config)
 
     alone = torch.stack([one(c) for c in range(16)])
     assert rel_err(alone, gemv_residual_mma_ref(a, w, x0)) <= TOL
     for cols in WIDTHS:
         x = x0[:cols].clone()
-        assert gemv_residual_mma(a[:cols].contiguous(), w, x) is x
+        assert gemv_residual_mma(a[:cols].contiguous(), w, x, config=config) is x
         assert torch.equal(x, alone[:cols]), f"{cols} columns"
+    assert not split_scratch(DEVICE, "tickets", 1, torch.int32).any(), "split-K tickets not reset"
 
 
+@pytest.mark.parametrize("config", CONFIGS)
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("i,k", [(s[0] // 2 if HAS_CUDA else s[0], s[1]) for s in SHAPES])
-def test_gate_up_silu_mma_gives_each_column_the_same_bits_for_any_column_count(i, k, dtype, gen):
+def test_gate_up_silu_mma_gives_each_column_the_same_bits_for_any_column_count(i, k, dtype, config, gen):
     w = randn(2 * i, k, gen=gen, dtype=dtype, scale=0.05)
     norm_w = randn(k, gen=gen, dtype=torch.bfloat16)
     x = columns(16, k, gen, scale=2.0)
-    alone = per_column(lambda xc, o: rmsnorm_gate_up_silu_mma(xc, norm_w, 1e-6, w, o), x, lambda c: poisoned(i))
+    alone = per_column(lambda xc, o: rmsnorm_gate_up_silu_mma(xc, norm_w, 1e-6, w, o, config=config), x,
+                       lambda c: poisoned(i))
     assert rel_err(alone, rmsnorm_gate_up_silu_mma_ref(x, norm_w, 1e-6, w)) <= 1e-5
     for cols in WIDTHS:
         out = poisoned(cols, i)
-        rmsnorm_gate_up_silu_mma(x[:cols].contiguous(), norm_w, 1e-6, w, out)
+        rmsnorm_gate_up_silu_mma(x[:cols].contiguous(), norm_w, 1e-6, w, out, config=config)
         assert torch.equal(out, alone[:cols]), f"{cols} columns"
 
 
