@@ -72,13 +72,13 @@ def k_chunk(k: int, cfg: dict) -> int:
 
 
 @triton.jit
-def x_tile(x_cols, norm_w_ptr, k, col_mask, k_hi, HAS_NORM: tl.constexpr):
-    """The activation tile [BLOCK_K, NC] fp32 at K offsets k (< k_hi; times norm_w when HAS_NORM) and its
-    columns' sums of squares [NC] (before norm_w)."""
-    x = tl.load(x_cols + k[:, None], mask=col_mask[None, :] & (k[:, None] < k_hi), other=0.0).to(tl.float32)
+def x_tile(x_cols, norm_w_ptr, k, col_mask, K, HAS_NORM: tl.constexpr):
+    """The activation tile [BLOCK_K, NC] fp32 at K offsets k (times norm_w when HAS_NORM) and its columns' sums
+    of squares [NC] (before norm_w)."""
+    x = tl.load(x_cols + k[:, None], mask=col_mask[None, :] & (k[:, None] < K), other=0.0).to(tl.float32)
     sq = tl.sum(x * x, axis=0)
     if HAS_NORM:
-        x = x * tl.load(norm_w_ptr + k, mask=k < k_hi, other=0.0).to(tl.float32)[:, None]
+        x = x * tl.load(norm_w_ptr + k, mask=k < K, other=0.0).to(tl.float32)[:, None]
     return x, sq
 
 
@@ -104,7 +104,8 @@ def mma_rows(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, n_cols, K, k_lo, k_hi,
              HAS_NORM: tl.constexpr, SPLIT: tl.constexpr, NCOL: tl.constexpr, BLOCK_N: tl.constexpr,
              BLOCK_K: tl.constexpr):
     """(W[rows, k_lo:k_hi] @ (x[c] * norm_w)[k_lo:k_hi] for the n_cols columns as a [BLOCK_N, NCOL] fp32 tile
-    (zeros past n_cols), the columns' sums of squares over k_lo:k_hi [NCOL])."""
+    (zeros past n_cols), the columns' sums of squares over k_lo:k_hi [NCOL]). k_lo and k_hi - k_lo are whole
+    BLOCK_K tiles (or k_hi = K): the masks need only K, which keeps the loads vectorized and pipelined."""
     ks = tl.arange(0, BLOCK_K)
     cs = tl.arange(0, NCOL)
     col_mask = cs < n_cols
@@ -114,8 +115,8 @@ def mma_rows(x_ptr, w_ptr, norm_w_ptr, rows, row_mask, n_cols, K, k_lo, k_hi,
     ssq = tl.zeros((NCOL,), tl.float32)
     for k0 in range(k_lo, k_hi, BLOCK_K):
         k = k0 + ks
-        w = tl.load(w_rows + k[None, :], mask=row_mask[:, None] & (k[None, :] < k_hi), other=0.0)
-        x, sq = x_tile(x_cols, norm_w_ptr, k, col_mask, k_hi, HAS_NORM)
+        w = tl.load(w_rows + k[None, :], mask=row_mask[:, None] & (k[None, :] < K), other=0.0)
+        x, sq = x_tile(x_cols, norm_w_ptr, k, col_mask, K, HAS_NORM)
         ssq += sq
         acc = dot_split(w, x, acc, SPLIT)
     return acc, ssq
@@ -266,10 +267,10 @@ def _gate_up_silu_mma_kernel(
         tl.extra.cuda.gdc_wait()
     for k0 in range(k_lo, k_hi, BLOCK_K):
         k = k0 + ks
-        m = row_mask[:, None] & (k[None, :] < k_hi)
+        m = row_mask[:, None] & (k[None, :] < K)  # (k_hi: see mma_rows)
         wg = tl.load(g_rows + k[None, :], mask=m, other=0.0)
         wu = tl.load(u_rows + k[None, :], mask=m, other=0.0)
-        x, sq = x_tile(x_cols, norm_w_ptr, k, col_mask, k_hi, True)
+        x, sq = x_tile(x_cols, norm_w_ptr, k, col_mask, K, True)
         ssq += sq
         if SPLIT:  # split once, for both weights (dot_split's parts)
             hi = x.to(tl.bfloat16)

@@ -90,7 +90,7 @@ def main():
         for cfg in configs:
             if cfg == default:
                 continue
-            for kc in (WIDTHS if cfg is None else (1, 8)):
+            for kc in (WIDTHS if cfg is None and not args.sweep else (1, 8)):
                 X = torch.randn(kc, k, device="cuda")
                 O = torch.zeros(kc, out_n, device="cuda")
                 us = in_graph_us(lambda w: mma(X, w, O, cfg), ws)

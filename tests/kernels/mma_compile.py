@@ -18,7 +18,7 @@ def compiled(fn, sig: dict, constexprs: dict, num_warps: int, num_stages: int):
     names = fn.arg_names
     sig = {n: t for n, t in sig.items() if n in names}
     signature = {n: sig.get(n, "constexpr") for n in names}
-    div16 = [n for n, t in sig.items() if t.startswith("*") or n in ("N", "K")]
+    div16 = [n for n, t in sig.items() if t.startswith("*") or n in ("N", "K", "KS")]  # as Triton specializes them
     attrs = {(names.index(n),): [["tt.divisibility", 16]] for n in div16}
     src = ASTSource(fn=fn, signature=signature, constexprs=constexprs, attrs=attrs)
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": num_warps,
