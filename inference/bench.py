@@ -4,7 +4,7 @@
         [--contexts 4096,16384] [--ttft 128,1024,4096] [--vs hf] [--json FILE] [--model DIR]
     python -m inference.bench --workload edit --model DIR [--tokens 256]   (speculation off and on)
     python -m inference.bench --workload verify --shape qwen2.5-coder-1.5b  (verify step vs one-token step)
-        [--attention auto|cuda|triton] [--gemv auto|overlap|triton] [--tuning auto|generic|ROW]
+        [--attention auto|cuda|triton] [--gemv auto|overlap|triton|mma] [--tuning auto|generic|ROW]
         [--weights bf16 | fp8 | fp8,bf16] [--tp N] [--tp-reduce nccl|symm|flag|flag-push]
 
 Writes a synthetic (random-weight) checkpoint of the shape on the fly unless --model is given,
