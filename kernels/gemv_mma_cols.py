@@ -73,12 +73,14 @@ def k_chunk(k: int, cfg: dict) -> int:
 
 @triton.jit
 def x_tile(x_cols, norm_w_ptr, k, col_mask, K, HAS_NORM: tl.constexpr):
-    """The activation tile [BLOCK_K, NC] fp32 at K offsets k (times norm_w when HAS_NORM) and its columns' sums
-    of squares [NC] (before norm_w)."""
+    """The activation tile [BLOCK_K, NC] fp32 at K offsets k (times norm_w when HAS_NORM) and, when HAS_NORM, its
+    columns' sums of squares [NC] (before norm_w; else zeros)."""
     x = tl.load(x_cols + k[:, None], mask=col_mask[None, :] & (k[:, None] < K), other=0.0).to(tl.float32)
-    sq = tl.sum(x * x, axis=0)
     if HAS_NORM:
+        sq = tl.sum(x * x, axis=0)
         x = x * tl.load(norm_w_ptr + k, mask=k < K, other=0.0).to(tl.float32)[:, None]
+    else:
+        sq = tl.zeros((x.shape[1],), tl.float32)
     return x, sq
 
 
