@@ -4,7 +4,7 @@
         (--prompt TEXT | --prompt-ids 1,2,3 | --chat TEXT | --fim-prefix A --fim-suffix B)
         --max-tokens N [--temperature T] [--top-p P] [--top-k K] [--min-p P]
         [--repetition-penalty R] [--seed S] [--stop STR ...] [--ignore-eos] [--no-speculate] [--json]
-        [--attention auto|cuda|triton] [--gemv auto|overlap|triton] [--tuning auto|generic|ROW]
+        [--attention auto|cuda|triton] [--gemv auto|overlap|triton|mma] [--tuning auto|generic|ROW]
         [--tp N]
 
 Without --json the text streams to stdout and one stats line goes to stderr. With --json

@@ -16,11 +16,13 @@ The choices (kernels/PERF.md has the measurements):
 - gemv "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and gate/up
   (weights streamed through shared memory from before the PDL wait, beside the cluster attention, which
   releases them early); where gate/up stays Triton, o_proj prefetches its first rows into L2. "triton": one
-  Triton launch per GEMV. "auto": overlap beside the CUDA attention (where it streams and the row says
-  stream_gemv), triton beside the Triton attention.
+  Triton launch per GEMV. "mma": kernels.gemv_mma_cols / lm_head_mma_cols (tensor cores, 1..16 columns, the
+  same bits per column for any count): a speculating run's plain steps, whose verify steps run the same GEMVs
+  on k columns. "auto": overlap beside the CUDA attention (where it streams and the row says stream_gemv),
+  triton (mma where the row says mma_gemv) beside the Triton attention.
 - FP8 weights: gemv "auto" or "overlap": the CUDA C FP8 GEMVs (kernels.fp8_cuda_gemv; kind "cuda") at every
   position where they run here (Target.fp8_cuda) and the row says fp8_cuda_gemv (auto); "triton": the Triton
-  FP8 twins (kernels/fp8_*), also the fallback of auto. The LM head's launches stay Triton.
+  FP8 twins (kernels/fp8_*), also the fallback of auto. The LM head's launches stay Triton. No "mma".
 - down_proj prefetches the next weight's first bytes (the next layer's QKV, the LM head after the last) into L2.
 
 Not here: the sampler's tail (FastRunner._step_body), launch configs (kernels.tuning rows, read by the kernels).
@@ -36,7 +38,7 @@ from kernels.tuning import Tuning
 from ..config import ModelConfig
 
 ATTENTION_MODES = ("auto", "cuda", "triton")
-GEMV_MODES = ("auto", "overlap", "triton")
+GEMV_MODES = ("auto", "overlap", "triton", "mma")
 STREAMED = ("o", "qkv", "gate_up")  # the layer weights the overlap GEMVs can stream, by LayerWeights field
 
 
@@ -91,7 +93,7 @@ class Workspace:
 class LayerPlan:
     """One kind of step: the kernels of a layer's five launches and of the LM head, with their tuned arguments."""
     attention_kind: str  # "cuda" | "triton"
-    gemv_kind: str  # "overlap" | "triton"; FP8 weights: "cuda" | "triton"
+    gemv_kind: str  # "overlap" | "triton" | "mma"; FP8 weights: "cuda" | "triton"
     workspace: Workspace
     qkv: Launch  # input RMSNorm + QKV projection (+ bias)
     attention: Launch  # q/k norm + RoPE + KV-cache write + attention
@@ -112,7 +114,7 @@ class StepPlan:
     """The step's kernels for one model on one GPU: `below` for positions < `switch`, `above` from it on."""
     tuning: Tuning
     attention_mode: str  # "auto" | "cuda" | "triton" (auto where the GPU cannot run cuda: triton)
-    gemv_mode: str  # "auto" | "overlap" | "triton"; FP8 weights: "cuda" | "triton"
+    gemv_mode: str  # "auto" | "overlap" | "triton" | "mma"; FP8 weights: "cuda" | "triton"
     switch: int
     below: LayerPlan
     above: LayerPlan
@@ -137,7 +139,7 @@ def choose(cfg: ModelConfig, tuning: Tuning, target: Target, attention: str = "a
     attention_mode = _attention_mode(tuning, target, attention)
 
     def kind(attention_kind: str) -> LayerPlan:  # (FP8: gemv_mode is "cuda" or "triton", never auto)
-        gemv_kind = gemv_mode if gemv_mode != "auto" else "overlap" if attention_kind == "cuda" else "triton"
+        gemv_kind = gemv_mode if gemv_mode != "auto" else "overlap" if attention_kind == "cuda" else _plain(tuning)
         layer = _fp8_layer if target.fp8 else _layer
         return layer(cfg, tuning, target, attention_mode, attention_kind, gemv_kind)
 
@@ -148,6 +150,8 @@ def choose(cfg: ModelConfig, tuning: Tuning, target: Target, attention: str = "a
 
 def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
     if target.fp8:  # "cuda" (a plan's resolved mode, passed back by use_attention) is "overlap" here
+        if mode == "mma":
+            raise ValueError("FP8 weights have no MMA GEMVs (gemv auto, overlap or triton)")
         if mode not in GEMV_MODES + ("cuda",):
             raise ValueError(f"GEMV kernels must be auto, overlap or triton, not {mode!r}")
         if mode in ("overlap", "cuda") and not target.fp8_cuda:
@@ -157,15 +161,22 @@ def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
             return "cuda"
         return "triton"
     if mode not in GEMV_MODES:
-        raise ValueError(f"GEMV kernels must be auto, overlap or triton, not {mode!r}")
+        raise ValueError(f"GEMV kernels must be auto, overlap, triton or mma, not {mode!r}")
+    if mode == "mma":
+        return mode
     names = () if mode == "triton" else STREAMED if t.streams_qkv_gate_up(cfg.hidden_size) else ("o",)
     ok = set(names) <= target.streamable
     if mode == "auto":
-        return "auto" if ok and t.stream_gemv else "triton"
+        return "auto" if ok and t.stream_gemv else _plain(t)
     if not ok:
         raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with sizes that are multiples of 16 "
                          "and a GPU of compute capability >= 9.0 with NVRTC")
     return mode
+
+
+def _plain(t: Tuning) -> str:
+    """The one-launch GEMVs of this row's 16-bit plain steps: "mma" where the row says mma_gemv, else "triton"."""
+    return "mma" if t.mma_gemv else "triton"
 
 
 def _attention_mode(t: Tuning, target: Target, mode: str) -> str:
@@ -190,7 +201,13 @@ def _attention(t: Tuning, mode: str, kind: str, overlap: bool, carveout: int | N
 
 def _layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, attention_kind: str,
            gemv_kind: str) -> LayerPlan:
-    """16-bit weights: the Triton GEMVs, or the overlap GEMVs streamed beside the attention."""
+    """16-bit weights: the Triton GEMVs, the overlap GEMVs streamed beside the attention, or the MMA GEMVs."""
+    if gemv_kind == "mma":
+        workspace, attention = _attention(t, attention_mode, attention_kind, False, None)
+        residual = launch("gemv_residual_mma")
+        return LayerPlan(attention_kind, gemv_kind, workspace, launch("rmsnorm_gemv_mma"), attention, residual,
+                         launch("rmsnorm_gate_up_silu_mma"), residual, launch("rmsnorm_gemv_mma"),
+                         launch("lm_head_argmax_mma"))
     overlap = gemv_kind == "overlap"
     streamed = overlap and t.streams_qkv_gate_up(cfg.hidden_size)  # QKV and gate/up stream too
     c = t.stream_carveout if streamed else None

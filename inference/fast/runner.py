@@ -38,6 +38,7 @@ from kernels.decode_attention import AttentionWorkspace, default_num_splits
 from kernels.feed_token import feed_token
 from kernels.gumbel_argmax import gumbel_argmax
 from kernels.lm_head_argmax import argmax_scratch
+from kernels.lm_head_mma_cols import mma_scratch
 from kernels.tuning import Tuning, for_device
 
 from ..config import ModelConfig
@@ -51,6 +52,7 @@ from .prefill import PrefillModel
 from .step import StepLaunches, bind_step
 
 RING = 256  # host ring slots for sampled tokens; the engine reads each within LAG steps
+SPECULATIVE_KERNELS = ("triton", "mma")  # (attention, gemv) of a speculating run's plain steps: the verify step's
 
 
 class FastRunner(Runner):
@@ -80,6 +82,7 @@ class FastRunner(Runner):
         self.logits = torch.zeros(cfg.vocab_size, **f32)
         self.scale = cfg.head_dim ** -0.5
         self.argmax_scratch = argmax_scratch(self.device)
+        self.mma_scratch = mma_scratch(self.device)  # the MMA GEMVs' LM head (gemv "mma")
         self.ring = torch.zeros(RING, dtype=torch.int64, pin_memory=True)
         self.host_pos = 0  # self.pos as the host knows it (the ring slot of each step's token)
         self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (sampler mode, fused tail, attention, gemv) -> step
@@ -145,7 +148,7 @@ class FastRunner(Runner):
 
     def use_gemv(self, mode: str = "auto") -> str:
         """Which kernels the layers' GEMVs (QKV, o_proj, gate/up, down) use: "triton" (one launch per
-        GEMV, any GPU); "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and
+        GEMV, any GPU); "mma" (kernels.gemv_mma_cols on tensor cores: a speculating run's plain steps); "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and
         gate/up (weights streamed through shared memory from before the PDL wait; Hopper, NVRTC, bf16/fp16
         weights), Triton for the rest; "auto": overlap where it is supported and the step uses the CUDA
         attention (and the tuning row streams), else triton. FP8 weights: "auto" / "overlap" run the CUDA C FP8
@@ -287,32 +290,33 @@ class FastRunner(Runner):
 
     @property
     def can_verify(self) -> bool:
-        """Whether this runner can speculate (the verify step's k-column kernels take 16-bit weights)."""
+        """Whether this runner can speculate (the verify step's kernels take 16-bit weights)."""
         return not is_fp8(self.w)
 
     @property
     def speculation_keeps_kernels(self) -> bool:
         """Whether a speculating request would run exactly the kernels this runner's plain steps use (its
-        plan, from before any speculating request, equals the Triton plan the verify step matches): then
-        speculation changes no output and the engine turns it on by default."""
+        plan, from before any speculating request, equals the plan the verify step matches: Triton attention and
+        MMA GEMVs, a tuning row with mma_gemv): then speculation changes no output and the engine turns it on
+        by default."""
         if not self.can_verify:
             return False
         modes = getattr(self, "_modes_before_speculation", None) or (self.attention_mode, self.gemv_mode)
         usual = choose(self.cfg, self.tuning, self.target, *modes)
-        spec = choose(self.cfg, self.tuning, self.target, "triton", "triton")
+        spec = choose(self.cfg, self.tuning, self.target, *SPECULATIVE_KERNELS)
         return (usual.below, usual.above) == (spec.below, spec.above)
 
     def _speculative_kernels(self, params: SamplingParams) -> bool:
-        """Whether this request speculates; if so its plain steps run the Triton GEMV and attention kernels
+        """Whether this request speculates; if so its plain steps run the MMA GEMVs and the Triton attention
         (the verify step's arithmetic, so the output is the plain greedy output on those kernels), else the
         kernel modes from before the last speculating request. Switching drops the captured steps."""
         speculate = (params.speculate and params.greedy and params.repetition_penalty == 1.0
                      and params.logprobs is None and self.can_verify)
         saved = getattr(self, "_modes_before_speculation", None)
-        if speculate and (self.attention_mode, self.gemv_mode) != ("triton", "triton"):
+        if speculate and (self.attention_mode, self.gemv_mode) != SPECULATIVE_KERNELS:
             self._modes_before_speculation = (self.attention_mode, self.gemv_mode)
-            self.use_attention("triton")
-            self.use_gemv("triton")
+            self.use_attention(SPECULATIVE_KERNELS[0])
+            self.use_gemv(SPECULATIVE_KERNELS[1])
         elif not speculate and saved is not None:
             self._modes_before_speculation = None
             self.use_attention(saved[0])

@@ -32,8 +32,10 @@ from kernels.fp8_gemv_residual import fp8_gemv_residual
 from kernels.fp8_lm_head_argmax import fp8_lm_head_argmax
 from kernels.fp8_rmsnorm_gemv import fp8_rmsnorm_gemv
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
+from kernels.gemv_mma_cols import gemv_residual_mma, rmsnorm_gate_up_silu_mma, rmsnorm_gemv_mma
 from kernels.gemv_residual import gemv_residual
 from kernels.lm_head_argmax import lm_head_argmax
+from kernels.lm_head_mma_cols import lm_head_argmax_mma
 from kernels.rmsnorm_gemv import rmsnorm_gemv
 
 from ..quant import Fp8Weight
@@ -48,6 +50,8 @@ KERNELS: dict[str, Callable] = {
     "rmsnorm_gate_up_silu": rmsnorm_gate_up_silu, "stream_gate_up_silu": stream.stream_gate_up_silu,
     "fp8_rmsnorm_gate_up_silu": fp8_rmsnorm_gate_up_silu, "fp8_cuda_rmsnorm_gate_up_silu": fp8_cuda_rmsnorm_gate_up_silu,
     "lm_head_argmax": lm_head_argmax, "fp8_lm_head_argmax": fp8_lm_head_argmax,
+    "rmsnorm_gemv_mma": rmsnorm_gemv_mma, "gemv_residual_mma": gemv_residual_mma,
+    "rmsnorm_gate_up_silu_mma": rmsnorm_gate_up_silu_mma, "lm_head_argmax_mma": lm_head_argmax_mma,
 }
 
 
@@ -102,7 +106,7 @@ def operands(w: Tensor | Fp8Weight) -> tuple[Tensor, ...]:
 
 def bind_step(plan: LayerPlan, s, workspace, kernels: dict[str, Callable] = KERNELS) -> StepLaunches:
     """The plan's launches over runner state `s` (FastRunner: cfg, w, pdl, the buffers x, qkv, attn, h, logits,
-    token, pos, ring, argmax_scratch, cache, model.cos/sin, scale) and the attention's workspace."""
+    token, pos, ring, argmax_scratch, mma_scratch, cache, model.cos/sin, scale) and the attention's workspace."""
     w, eps, pdl = s.w, s.cfg.rms_norm_eps, s.pdl
 
     def bind(launch: Launch, *args, layer=None, after=None, **kwargs) -> Callable[[], object]:
@@ -123,10 +127,11 @@ def bind_step(plan: LayerPlan, s, workspace, kernels: dict[str, Callable] = KERN
             gate_up=bind(plan.gate_up, s.x, layer.mlp_norm, eps, *operands(layer.gate_up), s.h, pdl=pdl, **at),
             down=bind(plan.down, s.h, *operands(layer.down), s.x, pdl=pdl, **at)))
     head = operands(w.lm_head)
+    scratch = s.mma_scratch if plan.lm_head_argmax.kernel == "lm_head_argmax_mma" else s.argmax_scratch
     return StepLaunches(
         layers,
         lm_head=bind(plan.lm_head, s.x, *head, s.logits, norm_w=w.norm, eps=eps, pdl=pdl),
-        lm_head_argmax=bind(plan.lm_head_argmax, s.x, *head, s.logits, s.token, s.pos, w.embed, s.argmax_scratch,
+        lm_head_argmax=bind(plan.lm_head_argmax, s.x, *head, s.logits, s.token, s.pos, w.embed, scratch,
                             norm_w=w.norm, eps=eps, ring=s.ring, pdl=pdl))
 
 

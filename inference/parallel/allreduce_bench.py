@@ -8,8 +8,8 @@ hidden-state vector per size (elements; bf16 on CUDA, float32 on CPU): eager (`i
 back-to-back calls timed with device events), inside one CUDA graph (`iters` calls captured,
 the replay timed: what a graph-captured decode step would pay), and with --symm-mem PyTorch's
 symmetric-memory one-shot all-reduce in a graph (peer reads over NVLink; no multicast), with --flag
-our flag reduction in a graph (kernels/flag_reduce.py, float32 as in the decode step, PDL on: what
-the step's --tp-reduce flag pays per reduction, its step-counter increment amortised over 64 calls;
+our flag reduction (pull and push variants) in a graph (kernels/flag_reduce.py, float32 as in the
+decode step, PDL on: what the step's --tp-reduce flag / flag-push pays per reduction, its step-counter increment amortised over 64 calls;
 then every rank's sum is checked bit for bit against the rank-order sum, and its next partial buffer
 against the sum on rank 0 and zeros elsewhere; a mismatch is that cell's error). Each
 number is the slowest rank's mean per call. Prints a table last. Multicast stays off
@@ -86,7 +86,7 @@ def _symm_mem_op(n: int, dtype: torch.dtype, device: torch.device):
     return lambda: torch.ops.symm_mem.one_shot_all_reduce(buf, "sum", group)
 
 
-def _flag_us(n: int, device: torch.device, iters: int) -> float:
+def _flag_us(n: int, device: torch.device, iters: int, push: bool = False) -> float:
     """us per flag reduction of n float32 in a graph (the step counter advances every 64 calls, as a decode
     step's does every 2 x layers reductions); then checks the sum: rank q's partial is a seeded random
     vector, every rank must hold the partials summed in rank order, bit for bit."""
@@ -97,7 +97,7 @@ def _flag_us(n: int, device: torch.device, iters: int) -> float:
     from .reduce import FlagReduce
 
     rank, world = dist.get_rank(), dist.get_world_size()
-    red = FlagReduce(SimpleNamespace(rank=rank, world=world), n, device, per_step=64)
+    red = FlagReduce(SimpleNamespace(rank=rank, world=world), n, device, per_step=64, push=push)
     src, nxt = red.partials
     dst = torch.full((n,), float("nan"), device=device)
     partials = [torch.randn(n, generator=torch.Generator().manual_seed(q)) for q in range(world)]
@@ -156,6 +156,7 @@ def _rank_main(rank: int, args, init_method: str, out) -> None:
                     lambda: _graph_us(_symm_mem_op(n, dtype, device), args.iters), device)
             if args.flag:
                 row["flag_fp32_graph_us"] = _timed_mode(lambda: _flag_us(n, device, args.iters), device)
+                row["flag_push_fp32_graph_us"] = _timed_mode(lambda: _flag_us(n, device, args.iters, True), device)
         rows.append(row)
     if rank == 0:
         out.put(rows)

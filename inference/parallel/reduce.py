@@ -25,6 +25,9 @@ step; launched with PDL like the GEMVs around it. The hazard a fast rank could c
 buffer a slow peer still reads) cannot happen: a rank writes buffer a (or b) only after it has seen every
 peer's epoch of the reduction after the one that read it, which each peer publishes only after that
 reading reduction has completed (griddepcontrol.wait, transitively through the kernels between).
+"flag-push": the same with the data moving the other way (kernels/flag_reduce.flag_reduce_push): the
+partial buffers are local, each rank stores its partial into every peer's receive slots (two sets,
+alternating with the reduction's index) before publishing, and sums with local reads only.
 No multicast (the launcher's environment turns it off; the multimem ops are never called).
 NoReduce: no collective (each rank alone: the bench's compute-only step; dst is left as it is).
 """
@@ -36,7 +39,7 @@ from torch import Tensor
 
 from .comm import Comm
 
-REDUCERS = ("nccl", "symm", "flag")
+REDUCERS = ("nccl", "symm", "flag", "flag-push")
 
 
 class NoReduce:
@@ -91,21 +94,33 @@ class FlagReduce:
 
     buffers = None
 
-    def __init__(self, comm: Comm, hidden_size: int, device: torch.device, per_step: int):
+    def __init__(self, comm: Comm, hidden_size: int, device: torch.device, per_step: int, push: bool = False):
         import torch.distributed as dist
 
-        from kernels.flag_reduce import FLAG_SLOTS, FlagPeers
+        from kernels.flag_reduce import FLAG_SLOTS, MAX_RANKS, FlagPeers
 
         group = dist.group.WORLD.group_name
-        a, ha = _symmetric(hidden_size, torch.float32, device, group)  # collective: every rank, same order
-        b, hb = _symmetric(hidden_size, torch.float32, device, group)
+        self.push = push
+        if push:  # local partial buffers; every rank's receive slots are symmetric
+            a, b = (torch.zeros(hidden_size, dtype=torch.float32, device=device) for _ in range(2))
+            recv, hr = _symmetric(2 * MAX_RANKS * hidden_size, torch.float32, device, group)
+            self.recv = recv
+        else:
+            a, ha = _symmetric(hidden_size, torch.float32, device, group)  # collective: every rank, same order
+            b, hb = _symmetric(hidden_size, torch.float32, device, group)
         self.flags, hf = _symmetric(FLAG_SLOTS, torch.int64, device, group)
         self.partials = (a, b)
         self.rank, self.per_step = comm.rank, per_step
         self.step = torch.zeros(1, dtype=torch.int64, device=device)
-        # a partial buffer -> (the peers' addresses of it, this rank's other partial buffer)
-        self.peers = {id(a): (FlagPeers(tuple(ha.buffer_ptrs), tuple(hf.buffer_ptrs)), b),
-                      id(b): (FlagPeers(tuple(hb.buffer_ptrs), tuple(hf.buffer_ptrs)), a)}
+        flags = tuple(hf.buffer_ptrs)
+        # a partial buffer -> (the peers' addresses of it, or of their receive slots; this rank's other partial buffer)
+        if push:
+            assert per_step % 2 == 0, "flag-push alternates two receive slots: an even number of reductions a step"
+            recv_peers = FlagPeers(tuple(hr.buffer_ptrs), flags)
+            self.peers = {id(a): (recv_peers, b), id(b): (recv_peers, a)}
+        else:
+            self.peers = {id(a): (FlagPeers(tuple(ha.buffer_ptrs), flags), b),
+                          id(b): (FlagPeers(tuple(hb.buffer_ptrs), flags), a)}
         torch.cuda.synchronize(device)
         dist.barrier()  # every rank's flags are zero before any rank publishes
         self.r, self.pdl = 0, False
@@ -122,12 +137,15 @@ class FlagReduce:
                 self.partials[0].zero_()
 
     def __call__(self, src: Tensor, dst: Tensor) -> None:
-        from kernels.flag_reduce import flag_reduce
+        from kernels import flag_reduce as fr
 
         assert id(src) in self.peers and dst is not src and all(dst is not p for p in self.partials)
         assert self.r < self.per_step, f"flag reduce: more than {self.per_step} reductions in one step"
         peers, other = self.peers[id(src)]
-        flag_reduce(peers, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other)
+        if getattr(self, "push", False):
+            fr.flag_reduce_push(peers, src, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other)
+        else:
+            fr.flag_reduce(peers, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other)
         self.r += 1
 
 
@@ -145,6 +163,6 @@ def make_reducer(kind: str, comm: Comm, hidden_size: int, device: torch.device, 
         return NcclReduce(comm)
     if kind == "symm":
         return SymmReduce(hidden_size, device)
-    if kind == "flag":
-        return FlagReduce(comm, hidden_size, device, per_step)
+    if kind in ("flag", "flag-push"):
+        return FlagReduce(comm, hidden_size, device, per_step, push=kind == "flag-push")
     raise ValueError(f"tensor-parallel reduction must be one of {', '.join(REDUCERS)}, not {kind!r}")

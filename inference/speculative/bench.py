@@ -3,7 +3,7 @@
 edit: fixed code-edit chat prompts (type hints, renamed variables, docstrings, a bug fix) on
 functions of the standard library (the running Python's own source: present on every machine),
 plus "new code" prompts with nothing to copy; each prompt greedy with speculation off (the runner's
-default kernels), then on (plain steps and verify steps on the Triton decode kernels), then on with a
+default kernels), then on (plain steps and verify steps on the MMA GEMVs + Triton attention), then on with a
 drafter that never drafts (plain decode on those same kernels: the output speculation must reproduce
 token for token), in the same process. Reports per workload the tokens, the effective tok/s (tokens
 after the first / host time to the last one) of each, the speedup over off, whether the outputs are
@@ -11,8 +11,8 @@ identical, and the drafter's stats. Use a real model (`--model`): acceptance on 
 nothing.
 
 verify: the device time of the fast path's verify step of k tokens (k = 2, 4, 8: the last token + k-1
-drafted, one graph each) against a one-token decode step on the same (Triton) kernels, replayed back to
-back, on a random-weight shape.
+drafted, one graph each) against a one-token decode step on the same kernels (MMA GEMVs, Triton attention)
+and on the runner's default ones, replayed back to back, on a random-weight shape.
 """
 
 from __future__ import annotations
@@ -142,8 +142,9 @@ def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8)) -> dict
 
 
 def _verify_cost(engine, context: int, iters: int, widths) -> dict:
-    """Device time per replay of the one-token step graph (the Triton kernels a speculating run decodes
-    with) and of the verify graph of each width, us."""
+    """Device time per replay of the one-token step graph on the kernels a speculating run decodes with (the
+    MMA GEMVs, Triton attention), of the verify graph of each width, and of a one-token step on the
+    runner's default kernels and on the Triton ones (plain decode without speculation), us."""
     import torch
 
     from ..sampling import SamplingParams
@@ -168,12 +169,9 @@ def _verify_cost(engine, context: int, iters: int, widths) -> dict:
     pos = runner.host_pos
     runner._select_attention(pos)
     step_us = timed(runner.step_graph().replay)
-    out = {"context": context, "step_us": step_us, "kernels": f"{runner.attention_kind}/{runner.gemv_kind}",
-           "group": v.group}
-    default = v.group
-    for kc, group in [(kc, default) for kc in widths] + [(8, None), (8, 2)]:
-        if group != v.group:
-            v.use_group(group)
+    runner.pos.fill_(pos)
+    out = {"context": context, "step_us": step_us, "kernels": f"{runner.attention_kind}/{runner.gemv_kind}"}
+    for kc in widths:
         draft = list(range(200, 200 + kc - 1))
         graph = v.graph(kc)
         v._load(draft)
@@ -185,19 +183,30 @@ def _verify_cost(engine, context: int, iters: int, widths) -> dict:
             v.run(draft)
         call_us = (time.perf_counter() - t) * 1e6 / iters
         runner.pos.fill_(pos)
-        out[kc if group == default else f"{kc}/group={group}"] = {"verify_us": us, "ratio": us / step_us,
-                                                                  "verify_call_us": call_us}
-    v.use_group(default)
+        out[kc] = {"verify_us": us, "ratio": us / step_us, "verify_call_us": call_us}
+    saved = runner.attention_mode, runner.gemv_mode
+    for name, (attention, gemv) in [("default", getattr(runner, "_modes_before_speculation", None) or saved),
+                                    ("triton", ("triton", "triton"))]:
+        runner.use_attention(attention)
+        runner.use_gemv(gemv)
+        runner._select_attention(pos)
+        out[f"{name}_step_us"] = timed(runner.step_graph().replay)
+        out[f"{name}_kernels"] = f"{runner.attention_kind}/{runner.gemv_kind}"
+        runner.pos.fill_(pos)
+    runner.use_attention(saved[0])
+    runner.use_gemv(saved[1])
     return out
 
 
 def verify_main(args, engine) -> dict:
     r = verify_cost(engine, args.context)
-    print(f"\n{args.shape} (random weights), {engine.info['dtype']}, context {args.context}, kernels {r['kernels']}: "
-          f"one-token step {r['step_us']:.1f} us; GEMV columns per program {r['group']} (rows k/group=G: G instead)")
-    print("| tokens per verify step | verify graph us | vs one-token step | verify call (host wait) us |")
-    print("|---:|---:|---:|---:|")
+    print(f"\n{args.shape} (random weights), {engine.info['dtype']}, context {args.context}: one-token step "
+          f"{r['step_us']:.1f} us on the speculation's kernels {r['kernels']}, {r['default_step_us']:.1f} us on "
+          f"the default ones {r['default_kernels']}, {r['triton_step_us']:.1f} us on {r['triton_kernels']}")
+    print("| tokens per verify step | verify graph us | vs one-token step | vs default step | verify call (host wait) us |")
+    print("|---:|---:|---:|---:|---:|")
     for key, x in r.items():
         if isinstance(x, dict):
-            print(f"| {key} | {x['verify_us']:.1f} | {x['ratio']:.2f}x | {x['verify_call_us']:.1f} |")
+            print(f"| {key} | {x['verify_us']:.1f} | {x['ratio']:.2f}x | {x['verify_us'] / r['default_step_us']:.2f}x "
+                  f"| {x['verify_call_us']:.1f} |")
     return r

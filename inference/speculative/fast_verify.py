@@ -1,23 +1,24 @@
 """The fast path's verify step: the last token + up to `width - 1` drafted ones, over the DECODE kernels.
 
 A verify step of KC tokens (a draft-width bucket: 2, 4 or 8) runs the decode step's layer loop with the
-k-column kernels (kernels/*_cols.py): every weight tile is read once and applied to the KC columns, and
-column c computes, bit for bit, what the Triton decode step (FastRunner with use_gemv("triton") and
-use_attention("triton")) computes at position pos + c. Per layer: rmsnorm_gemv_cols (QKV),
-decode_attention_cols (the KC new k/v rows written, each column attending causally), gemv_residual_cols
-(o_proj), rmsnorm_gate_up_silu_cols, gemv_residual_cols (down); then lm_head_argmax_cols: the KC argmaxes,
-the length n of the drafted prefix that agrees with them, and the runner's step state left as its own
-step would (token = argmax n, pos += n + 1, x = that token's embedding), all on the device; the argmaxes
+tensor-core GEMVs of 1..16 columns (kernels.gemv_mma_cols, kernels.lm_head_mma_cols) and the k-column
+attention (kernels.decode_attention_cols): every weight tile is read once for the KC columns, and column c
+computes, bit for bit, what the decode step of a speculating run (FastRunner with use_gemv("mma") and
+use_attention("triton"): the same GEMVs on one column) computes at position pos + c. Per layer:
+rmsnorm_gemv_mma (QKV), decode_attention_cols (the KC new k/v rows written, each column attending causally),
+gemv_residual_mma (o_proj), rmsnorm_gate_up_silu_mma, gemv_residual_mma (down); then lm_head_argmax_mma: the
+KC argmaxes, the length n of the drafted prefix that agrees with them, and the runner's step state left as its
+own step would (token = argmax n, pos += n + 1, x = that token's embedding), all on the device; the argmaxes
 and n land in pinned host memory, which the host reads after the launch (drafting needs the tokens).
 
-So a speculative greedy run on these kernels yields exactly the tokens of the plain greedy run on them
-(FastRunner switches a speculating request's plain steps to the Triton kernels). Rejected positions need
+So a speculative greedy run yields exactly the tokens of the plain greedy run on the same kernels
+(FastRunner switches a speculating request's plain steps to them). Rejected positions need
 no rollback: their cache rows lie past the new position, and every later step writes a row before any
 step reads it.
 
 One CUDA graph per bucket (positions live on the device, so a graph serves every position). Drafts are
 padded to the bucket; `klen` keeps the padding out of the acceptance. 16-bit weights only (the FP8 runner
-does not speculate). `run_eager` launches the same kernels without a graph (CPU tests, interpreter).
+does not speculate; fp16 weights run the GEMVs' fp32 fallback). `run_eager` launches the same kernels without a graph (CPU tests, interpreter).
 """
 
 from __future__ import annotations
@@ -27,27 +28,21 @@ from torch import Tensor
 
 from kernels.decode_attention import AttentionWorkspace
 from kernels.decode_attention_cols import decode_attention_cols
-from kernels.gate_up_silu_cols import rmsnorm_gate_up_silu_cols
-from kernels.gemv_residual_cols import gemv_residual_cols
-from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols
-from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols
+from kernels.gemv_mma_cols import gemv_residual_mma, rmsnorm_gate_up_silu_mma, rmsnorm_gemv_mma
+from kernels.lm_head_mma_cols import lm_head_argmax_mma, mma_scratch
 
-BUCKETS = (2, 4, 8)  # tokens per verify step (the last one + up to 7 drafted); small: a column costs registers
+BUCKETS = (2, 4, 8)  # tokens per verify step (the last one + up to 7 drafted); the GEMVs take up to 16
 
 
 class FastVerifier:
     def __init__(self, cfg, weights, cache, cos: Tensor, sin: Tensor, token: Tensor, pos: Tensor, x: Tensor,
-                 attention: AttentionWorkspace, *, tuning=None, pdl: bool = False, buckets=BUCKETS,
-                 group: int | None = None):
+                 attention: AttentionWorkspace, *, pdl: bool = False, buckets=BUCKETS):
         """token [1] int64, pos [1] int32, x [H] float32: the runner's step state (updated in place).
         cos, sin: the RoPE tables of the decode step; attention: the decode step's Triton attention
-        workspace (its split count and combine group are copied: they fix the order of the sums).
-        group: the GEMVs' columns per program (kernels.rmsnorm_gemv_cols; None: the tuning row's verify_group, or
-        all of a bucket's without a row)."""
+        workspace (its split count and combine group are copied: they fix the order of the sums)."""
         self.cfg, self.w, self.cache, self.cos, self.sin = cfg, weights, cache, cos, sin
         self.token, self.pos, self.x = token, pos, x
-        self.tuning, self.pdl = tuning, pdl
-        self.group = group if group is not None else tuning.verify_group if tuning is not None else None
+        self.pdl = pdl
         self.buckets = tuple(sorted(buckets))
         self.width = self.buckets[-1]
         dev = token.device
@@ -61,7 +56,7 @@ class FastVerifier:
         self.logits = torch.zeros(W, cfg.vocab_size, **f32)
         self.ws = AttentionWorkspace(cfg.num_heads, cfg.head_dim, attention.num_splits, dev,
                                      combine_group=attention.group, columns=W)
-        self.scratch = cols_scratch(dev)
+        self.scratch = mma_scratch(dev)
         self.scale = cfg.head_dim ** -0.5
         self.draft = torch.zeros(W - 1, dtype=torch.int64, device=dev)
         self.klen = torch.zeros(1, dtype=torch.int64, device=dev)  # how many of `draft` are real
@@ -77,12 +72,7 @@ class FastVerifier:
         ws = runner.workspaces.get("triton")
         assert ws is not None, "the runner has not set up its Triton attention (use_attention('triton'))"
         return cls(runner.cfg, runner.w, runner.cache, runner.model.cos, runner.model.sin, runner.token,
-                   runner.pos, runner.x, ws, tuning=runner.tuning, pdl=runner.pdl, buckets=buckets)
-
-    def use_group(self, group: int | None) -> None:
-        """Columns per program of the GEMVs from now on (the bench's A/B); drops the captured graphs."""
-        self.group = group
-        self.graphs = {}
+                   runner.pos, runner.x, ws, pdl=runner.pdl, buckets=buckets)
 
     @property
     def max_draft(self) -> int:
@@ -103,21 +93,20 @@ class FastVerifier:
 
     # -- the verify step, as captured ---------------------------------------------------------------
     def _body(self, kc: int):
-        cfg, w, t, pdl, eps = self.cfg, self.w, self.tuning, self.pdl, self.cfg.rms_norm_eps
-        g = None if self.group is None or kc % min(self.group, kc) else self.group
+        cfg, w, pdl, eps = self.cfg, self.w, self.pdl, self.cfg.rms_norm_eps
         X, qkv, attn, h = self.X[:kc], self.qkv[:kc], self.attn[:kc], self.h[:kc]
         X[0].copy_(self.x)
         if kc > 1:
             X[1:].copy_(w.embed.index_select(0, self.draft[:kc - 1]))
         for i, layer in enumerate(w.layers):
-            rmsnorm_gemv_cols(X, layer.qkv, qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl, tuning=t, group=g)
+            rmsnorm_gemv_mma(X, layer.qkv, qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl)
             decode_attention_cols(qkv, self.pos, self.cache.k[i], self.cache.v[i], self.cos, self.sin, attn, self.ws,
                                   self.scale, layer.q_norm, layer.k_norm, eps, pdl=pdl)
-            gemv_residual_cols(attn, layer.o, X, pdl=pdl, tuning=t, group=g)
-            rmsnorm_gate_up_silu_cols(X, layer.mlp_norm, eps, layer.gate_up, h, pdl=pdl, tuning=t, group=g)
-            gemv_residual_cols(h, layer.down, X, pdl=pdl, tuning=t, group=g)
-        lm_head_argmax_cols(X, w.lm_head, self.logits[:kc], self.scratch, self.draft, self.klen, self.token, self.pos,
-                            w.embed, self.x, self.result[kc], norm_w=w.norm, eps=eps, pdl=pdl, tuning=t, group=g)
+            gemv_residual_mma(attn, layer.o, X, pdl=pdl)
+            rmsnorm_gate_up_silu_mma(X, layer.mlp_norm, eps, layer.gate_up, h, pdl=pdl)
+            gemv_residual_mma(h, layer.down, X, pdl=pdl)
+        lm_head_argmax_mma(X, w.lm_head, self.logits[:kc], self.token, self.pos, w.embed, self.scratch, w.norm, eps,
+                           draft=self.draft, klen=self.klen, x_next=self.x, result=self.result[kc], pdl=pdl)
 
     def _load(self, draft: list[int]) -> int:
         k = len(draft)

@@ -32,9 +32,9 @@ if [ -f "$MODEL" ]; then
 else
   echo "no model at $MODEL: edit workload skipped"
 fi
-step probe 60 python3 -m lab.probe_cols_kernels --shape qwen2.5-coder-1.5b --context 512
+step probe 60 python3 -m lab.probe_cols_kernels --shape qwen2.5-coder-1.5b
 step kernel-tests 55 python3 -m pytest -q -p no:cacheprovider -p no:randomly -o addopts="" \
-  tests/kernels/test_cols_kernels.py
+  tests/kernels/test_mma_cols.py tests/kernels/test_decode_attention_cols.py
 echo
 grep -hE "verify steps|FAILED|Error" "$LOG/gpu-tests.log" | head -12
 grep -hE "FAILED" "$LOG/kernel-tests.log" | head -8

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Tensor parallel with our flag all-reduce (--tp-reduce flag, kernels/flag_reduce.py) on a 2-GPU machine,
-# in about 150 s: the all-reduce latency at decode sizes (NCCL / symmetric-memory one-shot / flag, each in a
-# CUDA graph; the flag sums checked bit for bit), the gpu tests of the flag path (the fast ranks' graph vs
+# in about 150 s: the all-reduce latency at decode sizes (NCCL / symmetric-memory one-shot / flag pull and push,
+# each in a CUDA graph; the flag sums checked bit for bit), the gpu tests of the flag path (the fast ranks' graph vs
 # eager vs the one-GPU fast path; flag vs NCCL greedy tokens and close() within seconds), and inference.bench
-# on the 1.5B shape: TP=2 flag, TP=2 NCCL, TP=1 (each with its compute/sync split). Steps run in priority
+# on the 1.5B shape: TP=2 flag, flag-push, NCCL, TP=1 (each with its compute/sync split). Steps run in priority
 # order, each under its own timeout, and are skipped (said so in the table) once the budget is spent.
 # $MODEL is not needed (random weights of the shape). Logs under $OUT/tpfuse/, a table last.
 # env: OUT (default out), BUDGET (seconds, default 150), TOKENS (bench tokens, default 256),
@@ -50,8 +50,10 @@ step test-fast-flag 60 2 $T"$F[qwen2.5-coder-1.5b-flag]"
 grep -h "tp=2 fast ranks" "$OUT/test-fast-flag.log" 2>/dev/null | cut -c1-240
 for shape in $SHAPES; do
   bench "$shape" 2 flag
+  bench "$shape" 2 flag-push
   bench "$shape" 2 nccl
 done
+step test-fast-flag-push 60 2 $T"$F[qwen2.5-coder-1.5b-flag-push]"
 step test-flag-vs-nccl 50 2 $T"test_the_flag_reduction_decodes_the_greedy_tokens_of_nccl"
 for shape in $SHAPES; do bench "$shape" 1; done
 

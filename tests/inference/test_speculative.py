@@ -283,10 +283,10 @@ def test_sampled_and_penalised_requests_do_not_speculate(engine):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("shape", ["tiny-qwen3"])  # the decode kernels need head_dim >= 32
-def test_fast_verifier_accepts_the_agreeing_prefix_with_the_column_kernels(synth_dir, shape):
-    """FastVerifier (kernels/*_cols.py under the Triton interpreter, float32) after a reference prefill:
-    every accept length gives the reference greedy tokens and leaves the step state (token, position,
-    embedding) where the next step expects it; the cache rows it wrote are the reference's."""
+def test_fast_verifier_accepts_the_agreeing_prefix_with_the_mma_kernels(synth_dir, shape):
+    """FastVerifier (the MMA GEMVs and the k-column attention under the Triton interpreter, float32) after a
+    reference prefill: every accept length gives the reference greedy tokens and leaves the step state (token,
+    position, embedding) where the next step expects it; the cache rows it wrote are the reference's."""
     import os
 
     os.environ.setdefault("TRITON_INTERPRET", "1")  # before kernels/ is imported (no GPU here)

@@ -1,9 +1,10 @@
 """Speculative decoding on the GPU fast path (inference.speculative.fast_verify), random weights.
 
-The verify step runs the k-column decode kernels, whose column c is bit for bit the Triton decode step at
-position pos + c; a speculating run's plain steps use those Triton kernels too. So, in bf16,
-speculative greedy output equals the plain greedy output on the Triton kernels token for token, and a verify
-step's logits and cache rows equal those of the plain steps they replace, bit for bit.
+The verify step runs the tensor-core GEMVs (kernels.gemv_mma_cols) on k columns and the k-column attention;
+a speculating run's plain steps run the same GEMVs on one column and the Triton attention, and column c of a
+verify step is bit for bit the plain step at position pos + c. So, in bf16, speculative greedy output equals
+the plain greedy output on those kernels token for token, and a verify step's logits and cache rows equal
+those of the plain steps they replace, bit for bit.
 """
 
 import random
@@ -25,7 +26,7 @@ def engine_for(tmp_path_factory, shape, dtype, layers=4):
     e = Engine.from_pretrained(path, device="cuda", dtype=dtype, max_context=1024)
     e.draft_config = DraftConfig(min_match=1, max_backoff=0, cost_aware=False)  # verify at every chance
     e.runner.use_attention("triton")  # the kernels a speculating run decodes with, for its plain twin too
-    e.runner.use_gemv("triton")
+    e.runner.use_gemv("mma")
     return e
 
 
@@ -42,7 +43,7 @@ def run(engine, ids, **kw):
 
 @pytest.mark.parametrize("shape,dtype", [("qwen2.5-coder-1.5b", "bfloat16"), ("qwen3-1.7b", "bfloat16"),
                                          ("llama-3.2-1b", "bfloat16")])
-def test_speculative_greedy_equals_plain_greedy_on_the_triton_kernels(tmp_path_factory, shape, dtype):
+def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_path_factory, shape, dtype):
     e = engine_for(tmp_path_factory, shape, dtype, layers=2)
     assert e.info["runner"] == "cuda-graph"
     for max_tokens in (200, 37):

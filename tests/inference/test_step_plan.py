@@ -102,6 +102,7 @@ def fake_state(cfg: ModelConfig, w: ModelWeights, pdl: bool = True) -> SimpleNam
         cfg=cfg, w=w, pdl=pdl, x=_t(cfg.hidden_size, **f32), qkv=_t(cfg.qkv_size, **f32), attn=_t(cfg.q_size, **f32),
         h=_t(cfg.intermediate_size, **f32), logits=_t(cfg.vocab_size, **f32), token=_t(1, dtype=torch.int64),
         pos=_t(1, dtype=torch.int32), ring=_t(256, dtype=torch.int64), argmax_scratch=_t(2, dtype=torch.int64),
+        mma_scratch=_t(17, dtype=torch.int64),
         cache=SimpleNamespace(k=PerLayer(_t(cfg.num_kv_heads, 64, cfg.head_dim) for _ in w.layers),
                               v=PerLayer(_t(cfg.num_kv_heads, 64, cfg.head_dim) for _ in w.layers)),
         model=SimpleNamespace(cos=_t(64, cfg.head_dim // 2, **f32), sin=_t(64, cfg.head_dim // 2, **f32)),
@@ -289,6 +290,25 @@ def test_fp8_weights_fall_back_to_their_triton_twins():
         plan_for("h200-no-nvrtc", "qwen2.5-coder-1.5b", weights="fp8", gemv="overlap")
 
 
+def test_gemv_mma_plans_the_tensor_core_gemvs_beside_the_requested_attention():
+    """A speculating run's plain steps: the MMA GEMVs (the verify step's, on one column) and, for its LM head,
+    the argmax with its own per-column scratch; FP8 weights refuse them."""
+    plan = plan_for("h200", "qwen2.5-coder-1.5b", attention="triton", gemv="mma")
+    p = plan.at(0)
+    assert plan.gemv_mode == "mma" and plan.at(5000) == p and (p.attention_kind, p.gemv_kind) == ("triton", "mma")
+    assert [getattr(p, s).kernel for s in p.SLOTS + ("lm_head", "lm_head_argmax")] == [
+        "rmsnorm_gemv_mma", "decode_attention", "gemv_residual_mma", "rmsnorm_gate_up_silu_mma", "gemv_residual_mma",
+        "rmsnorm_gemv_mma", "lm_head_argmax_mma"]
+    cfg = model_config("qwen2.5-coder-1.5b")
+    state = fake_state(cfg, fake_weights(cfg, False, False))
+    calls = []
+    step = bind_step(p, state, "ws", {n: recorder(n, f, calls) for n, f in KERNELS.items()})
+    step.lm_head_argmax()
+    assert calls[0][1]["scratch"] is state.mma_scratch and calls[0][1]["x"] is state.x
+    with pytest.raises(ValueError, match="no MMA GEMVs"):
+        plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="mma")
+
+
 @pytest.mark.parametrize("attention, gemv, message", [
     ("cuda", "auto", "head_dim 128"), ("flash", "auto", "auto, cuda or triton"), ("auto", "cublas", "auto, overlap")])
 def test_modes_the_gpu_or_model_cannot_run_are_refused(attention, gemv, message):
@@ -391,23 +411,34 @@ def test_a_real_runner_plans_as_the_fakes_assume(weights, tmp_path):
     print("\n" + "\n".join(runner.plan.describe()))
 
 
-@pytest.mark.parametrize("gpu, shape, keeps", [
-    ("h200", "smollm2-135m", True),  # head_dim 64: Triton attention and GEMVs anyway
+@pytest.mark.parametrize("mma_gemv", [False, True])
+@pytest.mark.parametrize("gpu, shape, triton_anyway", [
+    ("h200", "smollm2-135m", True),  # head_dim 64: Triton attention and one-launch GEMVs anyway
     ("h200", "qwen2.5-coder-1.5b", False),  # cluster attention + streamed GEMVs below the switch
-    ("h200-no-nvrtc", "qwen2.5-coder-1.5b", True),  # no CUDA C here: Triton anyway
-    ("generic-hopper", "qwen2.5-coder-3b", True),  # the generic row runs Triton only
+    ("h200-no-nvrtc", "qwen2.5-coder-1.5b", True),  # no CUDA C here: Triton attention anyway
+    ("generic-hopper", "qwen2.5-coder-3b", True),  # the generic row runs Triton attention only
 ])
-def test_speculation_is_on_by_default_only_where_it_keeps_the_runners_kernels(gpu, shape, keeps):
-    """FastRunner.speculation_keeps_kernels (the engine's default for `speculate`): a speculating request
-    runs the Triton plan; where that is the model's usual plan, speculating changes no kernel."""
+def test_speculation_is_on_by_default_only_where_it_keeps_the_runners_kernels(gpu, shape, triton_anyway, mma_gemv):
+    """FastRunner.speculation_keeps_kernels (the engine's default for `speculate`): a speculating request runs
+    the Triton attention and the MMA GEMVs; that is the model's usual plan where it runs the Triton attention
+    anyway and its tuning row's one-launch GEMVs are the MMA ones (mma_gemv)."""
     from inference.fast.runner import FastRunner
 
     cfg = model_config(shape)
-    runner = SimpleNamespace(cfg=cfg, tuning=GPUS[gpu].row, target=target(GPUS[gpu], cfg), can_verify=True,
-                             attention_mode="auto", gemv_mode="auto")
+    keeps = triton_anyway and mma_gemv
+    runner = SimpleNamespace(cfg=cfg, tuning=replace(GPUS[gpu].row, mma_gemv=mma_gemv), can_verify=True,
+                             target=target(GPUS[gpu], cfg), attention_mode="auto", gemv_mode="auto")
     assert FastRunner.speculation_keeps_kernels.fget(runner) is keeps
-    runner._modes_before_speculation = ("auto", "auto")  # a speculating request switched it to Triton meanwhile
-    runner.attention_mode = runner.gemv_mode = "triton"
+    runner._modes_before_speculation = ("auto", "auto")  # a speculating request switched it meanwhile
+    runner.attention_mode, runner.gemv_mode = "triton", "mma"
     assert FastRunner.speculation_keeps_kernels.fget(runner) is keeps
     runner.can_verify = False  # FP8 weights do not speculate
     assert FastRunner.speculation_keeps_kernels.fget(runner) is False
+
+
+def test_a_row_with_mma_gemv_plans_the_mma_gemvs_where_it_would_plan_triton():
+    cfg = model_config("qwen2.5-coder-1.5b")
+    gpu = GPUS["h200"]
+    plan = choose(cfg, replace(gpu.row, mma_gemv=True), target(gpu, cfg))
+    assert (plan.at(0).gemv_kind, plan.at(5000).gemv_kind) == ("overlap", "mma")
+    assert choose(cfg, replace(gpu.row, mma_gemv=True), target(gpu, cfg, "fp8")).at(5000).gemv_kind in ("cuda", "triton")

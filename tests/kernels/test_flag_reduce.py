@@ -14,9 +14,10 @@ from kernels import _cuda_rtc, flag_reduce as fr
 def test_the_source_publishes_with_release_and_waits_with_acquire_at_system_scope():
     src = fr.source()
     assert src.startswith(f"#define MAX_RANKS {fr.MAX_RANKS}\n") and '#include "' not in src
-    assert 'extern "C" __global__ void flag_reduce(' in src
+    assert 'extern "C" __global__ void flag_reduce(' in src and 'extern "C" __global__ void flag_reduce_push(' in src
     assert "st.release.sys.global.u64" in src and "ld.acquire.sys.global.u64" in src
-    assert "griddepcontrol.wait" in src and "griddepcontrol.launch_dependents" in src
+    assert src.count("asm volatile(\"griddepcontrol.wait;") == 2
+    assert src.count("asm volatile(\"griddepcontrol.launch_dependents;") == 2
     assert "multimem" not in src  # no multicast
 
 
