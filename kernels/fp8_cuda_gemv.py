@@ -63,10 +63,10 @@ def config_for(kind: str, n: int, k: int) -> Config:
     fill the GPU at the 1.5B-3B shapes (o_proj and down split K over warps: their N is small), x staged once
     per CTA for several rows."""
     if kind == "gate_up":
-        return Config(R=1, WK=1, NW=8, U=4, early=True)
+        return Config(R=1, WK=1, NW=8, U=4, early=True, cvt=True)
     if kind == "residual":
-        return Config(R=2, WK=4, NW=8, U=4) if k >= 4096 else Config(R=1, WK=2, NW=8, U=4)
-    return Config(R=2, WK=1, NW=4, U=4)
+        return Config(R=2, WK=2, NW=8, U=4, cvt=True) if k >= 4096 else Config(R=1, WK=2, NW=8, U=4, cvt=True)
+    return Config(R=2, WK=1, NW=4, U=4, cvt=True)
 
 
 class _Params(ctypes.Structure):
@@ -111,6 +111,8 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, cfg: Config, *, n
             eps: float = 1e-6, pdl: bool = False, pf: torch.Tensor | None = None) -> None:
     assert supported(q), "the CUDA FP8 GEMVs need contiguous e4m3 weights, K % 32 == 0, a Hopper GPU with NVRTC"
     assert act.data_ptr() % 16 == 0, "the activation must be 16-byte aligned"
+    assert norm_w is None or norm_w.data_ptr() % (4 * norm_w.element_size()) == 0, \
+        "norm_w must be aligned to 4 of its elements (read 4 at a time)"
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
     kern = _kernel(dev, mode, q.shape[1], cfg, -1 if norm_w is None else _KIND[norm_w.dtype],
                    -1 if bias is None else _KIND[bias.dtype], pf is not None)

@@ -28,6 +28,9 @@
 #define NROWS (MODE == 2 ? 2 * R : R)        // weight rows per warp
 #define GROUPS (NW / WK)                     // row groups per CTA
 #define UNITS_PER_CTA (GROUPS * R)
+#define NT (NW * 32)                         // threads per CTA
+#define NIT ((KDIM / 4 + NT - 1) / NT)       // activation float4s per thread
+#define PRE (NIT < 8 ? NIT : 8)              // of which loaded at once
 #define XS 1.8446744073709552e19f            // 2^64
 
 struct Params {  // mirrored by _Params in kernels/fp8_cuda_gemv.py
@@ -38,10 +41,12 @@ struct Params {  // mirrored by _Params in kernels/fp8_cuda_gemv.py
 __device__ __forceinline__ float h2f(u32 bits16) {
   float f; unsigned short h = (unsigned short)bits16; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
 }
+template <int KIND> __device__ __forceinline__ float bits16_f32(u32 b) {  // 0 bf16, 1 fp16 (b < 2^16)
+  return KIND == 1 ? h2f(b) : __uint_as_float(b << 16);
+}
 template <int KIND> __device__ __forceinline__ float any_f32(const void* p, int i) {  // 0 bf16, 1 fp16, 2 fp32
   if (KIND == 2) return ((const float*)p)[i];
-  const u32 b = ((const unsigned short*)p)[i];
-  return KIND == 1 ? h2f(b) : __uint_as_float(b << 16);
+  return bits16_f32<KIND>(((const unsigned short*)p)[i]);
 }
 #if CVT
 // The hardware conversion instead: e4m3x2 -> f16x2 (exact), each half -> float32; the value itself.
@@ -81,6 +86,19 @@ __device__ __forceinline__ long long slot_row(const Params& prm, int unit0, int 
   const int u = unit0 + (r % R);
   ok = u < prm.units;
   return MODE == 2 && r >= R ? (long long)prm.units + u : (long long)u;
+}
+
+// Norm weights k..k+3 (k = 4 * k4) as float32, one 8- or 16-byte load.
+__device__ __forceinline__ float4 norm4(const void* p, int k4) {
+#if NORM_KIND == 2
+  return __ldg((const float4*)p + k4);
+#elif NORM_KIND >= 0
+  const uint2 b = __ldg((const uint2*)p + k4);
+  return make_float4(bits16_f32<NORM_KIND>(b.x & 0xffffu), bits16_f32<NORM_KIND>(b.x >> 16),
+                     bits16_f32<NORM_KIND>(b.y & 0xffffu), bits16_f32<NORM_KIND>(b.y >> 16));
+#else
+  return make_float4(1.f, 1.f, 1.f, 1.f);
+#endif
 }
 
 struct Batch { uint4 w[NROWS][U]; float s[NROWS][U], o[NROWS][U]; };
@@ -123,30 +141,47 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
 #pragma unroll
   for (int r = 0; r < R; ++r)
     bias[r] = BIAS_KIND >= 0 && ok[r] ? any_f32<BIAS_KIND < 0 ? 2 : BIAS_KIND>(prm.bias, (int)rows[r]) : 0.f;
+  // The norm weights of this thread's first activation float4s (weights too: before the wait).
+  float4 nw[PRE];
+#pragma unroll
+  for (int i = 0; i < PRE; ++i) {
+    const int k4 = tid + i * NT;
+    nw[i] = NORM_KIND >= 0 && i < NIT && k4 < KDIM / 4 ? norm4(prm.norm_w, k4) : make_float4(1.f, 1.f, 1.f, 1.f);
+  }
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #if EARLY
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
   // Stage the activation (times the norm weights): float4 k4 = 4c + j of x -> xs4[j * NCH + c]; the 4 float4s
-  // of a chunk are read by 4 neighbouring lanes, which sum them into xsum[c].
+  // of a chunk are read by 4 neighbouring lanes, which sum them into xsum[c]. PRE loads per thread are issued
+  // at once (one L2 round trip for K up to PRE * 4 * NT).
   float ssq = 0.f;
-  for (int i = 0; i < (KDIM / 4 + NW * 32 - 1) / (NW * 32); ++i) {
-    const int k4 = tid + i * NW * 32;
-    const bool in = k4 < KDIM / 4;
-    float4 v = in ? __ldcg((const float4*)prm.act + k4) : make_float4(0.f, 0.f, 0.f, 0.f);
-    ssq += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-    if (NORM_KIND >= 0 && in) {
-      v.x *= any_f32<NORM_KIND < 0 ? 2 : NORM_KIND>(prm.norm_w, 4 * k4);
-      v.y *= any_f32<NORM_KIND < 0 ? 2 : NORM_KIND>(prm.norm_w, 4 * k4 + 1);
-      v.z *= any_f32<NORM_KIND < 0 ? 2 : NORM_KIND>(prm.norm_w, 4 * k4 + 2);
-      v.w *= any_f32<NORM_KIND < 0 ? 2 : NORM_KIND>(prm.norm_w, 4 * k4 + 3);
+#pragma unroll
+  for (int i0 = 0; i0 < NIT; i0 += PRE) {
+    float4 v[PRE];
+#pragma unroll
+    for (int i = 0; i < PRE; ++i) {
+      const int k4 = tid + (i0 + i) * NT;
+      v[i] = i0 + i < NIT && k4 < KDIM / 4 ? __ldcg((const float4*)prm.act + k4) : make_float4(0.f, 0.f, 0.f, 0.f);
     }
-    float s = (v.x + v.y) + (v.z + v.w);
-    s += __shfl_xor_sync(0xffffffffu, s, 1);
-    s += __shfl_xor_sync(0xffffffffu, s, 2);
-    if (in) {
-      xs4[(k4 & 3) * NCH + (k4 >> 2)] = make_float4(v.x * XS, v.y * XS, v.z * XS, v.w * XS);
-      if ((k4 & 3) == 0) xsum[k4 >> 2] = s;
+#pragma unroll
+    for (int i = 0; i < PRE; ++i) {
+      if (i0 + i >= NIT) break;
+      const int k4 = tid + (i0 + i) * NT;
+      const bool in = k4 < KDIM / 4;
+      float4 x = v[i];
+      ssq += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+      if (NORM_KIND >= 0) {
+        const float4 n = i0 == 0 ? nw[i] : in ? norm4(prm.norm_w, k4) : make_float4(1.f, 1.f, 1.f, 1.f);
+        x.x *= n.x; x.y *= n.y; x.z *= n.z; x.w *= n.w;
+      }
+      float t = (x.x + x.y) + (x.z + x.w);
+      t += __shfl_xor_sync(0xffffffffu, t, 1);
+      t += __shfl_xor_sync(0xffffffffu, t, 2);
+      if (in) {
+        xs4[(k4 & 3) * NCH + (k4 >> 2)] = make_float4(x.x * XS, x.y * XS, x.z * XS, x.w * XS);
+        if ((k4 & 3) == 0) xsum[k4 >> 2] = t;
+      }
     }
   }
   if (NORM_KIND >= 0) {
