@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Tensor parallel with our flag all-reduce (--tp-reduce flag, kernels/flag_reduce.py) on a 2-GPU machine,
-# in about 150 s: the all-reduce latency at decode sizes (NCCL / symmetric-memory one-shot / flag pull and push,
-# each in a CUDA graph; the flag sums checked bit for bit), the gpu tests of the flag path (the fast ranks' graph vs
-# eager vs the one-GPU fast path; flag vs NCCL greedy tokens and close() within seconds), and inference.bench
-# on the 1.5B shape: TP=2 flag, TP=1, TP=2 NCCL, then flag-push (each TP=2 run with its compute/sync split). Steps run in priority
-# order, each under its own timeout, and are skipped (said so in the table) once the budget is spent.
+# in about 150 s: inference.bench per shape (TP=2 flag, TP=1, TP=2 NCCL, each TP=2 run with its
+# compute/sync split) first, then the gpu tests of the flag path (the fast ranks' graph vs eager vs the
+# one-GPU fast path; flag vs NCCL greedy tokens and close() within seconds), the all-reduce latency at
+# decode sizes (NCCL / symmetric-memory one-shot / flag pull and push, each in a CUDA graph; the flag sums
+# checked bit for bit; the distributed argmax), and flag-push last. Steps run in priority order, each
+# under its own timeout, and are skipped (said so in the table) once the budget is spent.
 # $MODEL is not needed (random weights of the shape). Logs under $OUT/tpfuse/, a table last.
 # env: OUT (default out), BUDGET (seconds, default 150), TOKENS (bench tokens, default 256),
 #      SHAPES (bench shapes, default qwen2.5-coder-1.5b; the final window adds qwen2.5-coder-3b)
@@ -44,16 +45,16 @@ bench() {  # bench SHAPE TP [REDUCE]
 }
 F=test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path
 
-step allreduce 40 2 python -m inference.parallel.allreduce_bench --tp 2 --sizes 1536,2048 --iters 200 --symm-mem --flag
-grep -A6 "^all-reduce" "$OUT/allreduce.log" 2>/dev/null
-step test-fast-flag 60 2 $T"$F[qwen2.5-coder-1.5b-flag]"
-grep -h "tp=2 fast ranks" "$OUT/test-fast-flag.log" 2>/dev/null | cut -c1-240
-for shape in $SHAPES; do
+for shape in $SHAPES; do  # the figures first (the final window has two shapes); the checks after
   bench "$shape" 2 flag
   bench "$shape" 1
+  bench "$shape" 2 nccl
 done
+step test-fast-flag 60 2 $T"$F[qwen2.5-coder-1.5b-flag]"
+grep -h "tp=2 fast ranks" "$OUT/test-fast-flag.log" 2>/dev/null | cut -c1-240
+step allreduce 40 2 python -m inference.parallel.allreduce_bench --tp 2 --sizes 1536,2048 --iters 200 --symm-mem --flag
+grep -A6 "^all-reduce" "$OUT/allreduce.log" 2>/dev/null
 step test-flag-vs-nccl 60 2 $T"test_the_flag_reduction_decodes_the_greedy_tokens_of_nccl"
-for shape in $SHAPES; do bench "$shape" 2 nccl; done
 step test-fast-flag-push 60 2 $T"$F[qwen2.5-coder-1.5b-flag-push]"
 for shape in $SHAPES; do bench "$shape" 2 flag-push; done
 
