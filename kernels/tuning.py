@@ -59,6 +59,8 @@ class Tuning:
                         "PERF.md: CUDA cluster attention")
     fp8_cuda_gemv: bool = knob(True, "FP8 weights: the CUDA C GEMVs (kernels.fp8_cuda_gemv) instead of the Triton "
                                "FP8 kernels", "PERF.md: FP8 CUDA GEMVs")
+    fp8_o_proj_early: bool = knob(False, "the CUDA FP8 o_proj releases gate/up (PDL) right after its wait, so "
+                                  "gate/up's CTAs load weights beside it", "PERF.md: FP8 CUDA GEMVs")
     stream_gemv: bool = knob(True, "o_proj (and QKV, gate/up up to stream_max_hidden) stream their weights "
                              "through shared memory beside the CUDA attention", "PERF.md: Streamed (\"overlap\") GEMVs")
 
