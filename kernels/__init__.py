@@ -10,12 +10,11 @@ grid, and a plain PyTorch `<name>_ref` twin the tests compare against:
 - `lm_head_argmax`    final norm + LM head + argmax + feed_token's tail (greedy step's last launch)
 - `gumbel_argmax`     Gumbel-max draw (the Sampler's noise, bit for bit) + feed_token's tail
 - `feed_token`        token / position update, host ring, next token's embedding into x
-- `gemv_mma_cols`     rmsnorm_gemv, gemv_residual and gate_up_silu for 1..16 activation columns on tensor
-                      cores (speculative decoding: verify steps AND a speculating run's plain steps; a
-                      column's bits do not depend on the column count); `lm_head_mma_cols` the same for the
-                      LM head + per-column argmax + the draft's acceptance + feed_token's tail
-- `decode_attention_cols`  decode_attention for k consecutive positions (the verify step), each column bit
-                      for bit the one-token kernel's
+- `*_cols`            k-column twins of rmsnorm_gemv, gemv_residual, gate_up_silu, lm_head_argmax (+ the
+                      draft's acceptance) and decode_attention for speculative decoding's verify step:
+                      weights read once for k tokens, each column bit for bit the one-column kernel's
+- `gemv_mma_cols`, `lm_head_mma_cols`  the same GEMVs for 1..16 columns on tensor cores (a column's bits do
+                      not depend on the column count; the plain steps then run them too; off by default)
 - `cluster_attention` decode_attention's op in CUDA C with thread-block clusters (Hopper only;
                       compiled by NVRTC and launched through `_cuda_rtc`), same reference twin
 

@@ -135,8 +135,8 @@ def lm_head_argmax_mma(
     if norm_w is not None:
         check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
     assert n < 2 ** 31
-    cfg = dict(mma_config(n, k), **(config or {}))
-    assert cfg.pop("SPLIT_K") == 1, "the LM head has rows enough: no split-K"
+    cfg = dict(mma_config(n, k), SPLIT_K=1, **(config or {}))
+    assert cfg.pop("SPLIT_K") == 1, "no split-K here (the argmax votes per program)"
     grid = triton.cdiv(n, cfg["BLOCK_N"])
     _lm_head_argmax_mma_kernel[(grid,)](
         xs, w, norm_w if norm_w is not None else xs, lg, scratch, draft if draft is not None else token,

@@ -95,8 +95,10 @@ class Tuning:
                            "PERF.md: Two tiles in flight")
     gate_up_red: int = knob(4, "gate/up sums 4 neighbouring columns in-thread (keeps its two accumulators "
                             "small)", "PERF.md: Two tiles in flight")
-    mma_gemv: bool = knob(False, "the plain step's one-launch GEMVs are Triton's, not the tensor-core GEMVs a "
-                          "speculating run decodes with (to be measured in the step)", "PERF.md: Tensor-core GEMVs")
+    verify_group: int = knob(4, "a speculative verify step's GEMVs take at most 4 columns per program (an 8-token "
+                             "step as two neighbouring groups)", "PERF.md: Speculative verify step")
+    mma_gemv: bool = knob(False, "the one-launch GEMVs of plain and speculating steps are Triton's: the tensor-core "
+                          "ones cost 2-8x per launch (H100, window 1)", "PERF.md: Tensor-core GEMVs")
 
     def streams_qkv_gate_up(self, hidden_size: int) -> bool:
         """Whether QKV and gate/up stream beside o_proj in the overlap GEMVs, for this hidden size."""

@@ -28,8 +28,8 @@ from kernels.rmsnorm_gemv import rmsnorm_gemv
 from lab.bench_kernels import copies, in_graph_us
 
 WIDTHS = (1, 2, 4, 8)
-SWEEP = [(16, 256, 4, 4, 1), (16, 512, 4, 3, 1), (32, 256, 4, 3, 1), (16, 256, 4, 3, 2), (32, 256, 4, 3, 4),
-         (64, 128, 4, 4, 4), (64, 256, 4, 3, 8)]  # (BLOCK_N, BLOCK_K, num_warps, num_stages, SPLIT_K)
+SWEEP = [(64, 128, 4, 4, 4), (64, 128, 4, 4, 8), (128, 128, 4, 4, 4), (128, 128, 8, 4, 4), (128, 64, 4, 4, 8),
+         (128, 128, 8, 3, 8), (256, 64, 8, 4, 8)]  # (BLOCK_N, BLOCK_K, num_warps, num_stages, SPLIT_K)
 
 
 def specs(shape):

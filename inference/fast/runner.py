@@ -52,7 +52,6 @@ from .prefill import PrefillModel
 from .step import StepLaunches, bind_step
 
 RING = 256  # host ring slots for sampled tokens; the engine reads each within LAG steps
-SPECULATIVE_KERNELS = ("triton", "mma")  # (attention, gemv) of a speculating run's plain steps: the verify step's
 
 
 class FastRunner(Runner):
@@ -162,6 +161,7 @@ class FastRunner(Runner):
         A/B of one tuned number: dataclasses.replace(row, down_l2_prefetch=0))."""
         plan = choose(self.cfg, tuning, self.target, attention, gemv)
         self.tuning, self.workspaces = tuning, {}
+        self.verifier = None  # its GEMV family and launch configs come from the row
         self._plan(plan)
 
     def _select_attention(self, pos: int) -> None:
@@ -294,29 +294,35 @@ class FastRunner(Runner):
         return not is_fp8(self.w)
 
     @property
+    def speculative_kernels(self) -> tuple[str, str]:
+        """(attention, gemv) modes of a speculating run's plain steps, whose arithmetic its verify steps repeat
+        per column: the Triton attention, and the Triton GEMVs or, where the tuning row says mma_gemv, the
+        tensor-core ones (inference.speculative.fast_verify)."""
+        return "triton", "mma" if self.tuning.mma_gemv else "triton"
+
+    @property
     def speculation_keeps_kernels(self) -> bool:
         """Whether a speculating request would run exactly the kernels this runner's plain steps use (its
-        plan, from before any speculating request, equals the plan the verify step matches: Triton attention and
-        MMA GEMVs, a tuning row with mma_gemv): then speculation changes no output and the engine turns it on
-        by default."""
+        plan, from before any speculating request, equals the plan of `speculative_kernels`): then speculation
+        changes no output and the engine turns it on by default."""
         if not self.can_verify:
             return False
         modes = getattr(self, "_modes_before_speculation", None) or (self.attention_mode, self.gemv_mode)
         usual = choose(self.cfg, self.tuning, self.target, *modes)
-        spec = choose(self.cfg, self.tuning, self.target, *SPECULATIVE_KERNELS)
+        spec = choose(self.cfg, self.tuning, self.target, *self.speculative_kernels)
         return (usual.below, usual.above) == (spec.below, spec.above)
 
     def _speculative_kernels(self, params: SamplingParams) -> bool:
-        """Whether this request speculates; if so its plain steps run the MMA GEMVs and the Triton attention
-        (the verify step's arithmetic, so the output is the plain greedy output on those kernels), else the
+        """Whether this request speculates; if so its plain steps run `speculative_kernels` (the verify step's
+        arithmetic, so the output is the plain greedy output on those kernels), else the
         kernel modes from before the last speculating request. Switching drops the captured steps."""
         speculate = (params.speculate and params.greedy and params.repetition_penalty == 1.0
                      and params.logprobs is None and self.can_verify)
         saved = getattr(self, "_modes_before_speculation", None)
-        if speculate and (self.attention_mode, self.gemv_mode) != SPECULATIVE_KERNELS:
+        if speculate and (self.attention_mode, self.gemv_mode) != self.speculative_kernels:
             self._modes_before_speculation = (self.attention_mode, self.gemv_mode)
-            self.use_attention(SPECULATIVE_KERNELS[0])
-            self.use_gemv(SPECULATIVE_KERNELS[1])
+            self.use_attention(self.speculative_kernels[0])
+            self.use_gemv(self.speculative_kernels[1])
         elif not speculate and saved is not None:
             self._modes_before_speculation = None
             self.use_attention(saved[0])

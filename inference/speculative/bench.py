@@ -3,7 +3,7 @@
 edit: fixed code-edit chat prompts (type hints, renamed variables, docstrings, a bug fix) on
 functions of the standard library (the running Python's own source: present on every machine),
 plus "new code" prompts with nothing to copy; each prompt greedy with speculation off (the runner's
-default kernels), then on (plain steps and verify steps on the MMA GEMVs + Triton attention), then on with a
+default kernels), then on (plain steps and verify steps on the speculation's kernels), then on with a
 drafter that never drafts (plain decode on those same kernels: the output speculation must reproduce
 token for token), in the same process. Reports per workload the tokens, the effective tok/s (tokens
 after the first / host time to the last one) of each, the speedup over off, whether the outputs are
@@ -11,8 +11,9 @@ identical, and the drafter's stats. Use a real model (`--model`): acceptance on 
 nothing.
 
 verify: the device time of the fast path's verify step of k tokens (k = 2, 4, 8: the last token + k-1
-drafted, one graph each) against a one-token decode step on the same kernels (MMA GEMVs, Triton attention)
-and on the runner's default ones, replayed back to back, on a random-weight shape.
+drafted, one graph each) against a one-token decode step on the same kernels and on the runner's default
+ones, replayed back to back, on a random-weight shape, for both GEMV families of the speculation (the
+k-column Triton twins, the tensor-core GEMVs).
 """
 
 from __future__ import annotations
@@ -134,25 +135,27 @@ def edit_main(args, engine) -> dict:
     return result
 
 
-def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8)) -> dict:
+def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8), families=("triton", "mma")) -> dict:
     import torch
 
     with torch.inference_mode():
-        return _verify_cost(engine, context, iters, widths)
+        return _verify_cost(engine, context, iters, widths, families)
 
 
-def _verify_cost(engine, context: int, iters: int, widths) -> dict:
-    """Device time per replay of the one-token step graph on the kernels a speculating run decodes with (the
-    MMA GEMVs, Triton attention), of the verify graph of each width, and of a one-token step on the
-    runner's default kernels and on the Triton ones (plain decode without speculation), us."""
+def _verify_cost(engine, context: int, iters: int, widths, families) -> dict:
+    """Per GEMV family of the speculation (the tuning row's mma_gemv: "triton" = the k-column Triton twins,
+    "mma" = the tensor-core GEMVs): device time per replay of the one-token step graph on the kernels a
+    speculating run decodes with and of the verify graph of each width; and a one-token step on the runner's
+    default kernels (plain decode without speculation), us."""
+    from dataclasses import replace
+
     import torch
 
     from ..sampling import SamplingParams
 
     runner = engine.runner
+    base, modes = runner.tuning, (runner.attention_mode, runner.gemv_mode)
     prompt = list(range(100, 100 + context))
-    runner.start(prompt, SamplingParams(max_tokens=4 * iters + 64, ignore_eos=True, speculate=True))
-    v = runner._verifier()
 
     def timed(fn) -> float:
         for _ in range(3):
@@ -166,47 +169,48 @@ def _verify_cost(engine, context: int, iters: int, widths) -> dict:
         b.synchronize()
         return a.elapsed_time(b) * 1000 / iters
 
-    pos = runner.host_pos
-    runner._select_attention(pos)
-    step_us = timed(runner.step_graph().replay)
-    runner.pos.fill_(pos)
-    out = {"context": context, "step_us": step_us, "kernels": f"{runner.attention_kind}/{runner.gemv_kind}"}
-    for kc in widths:
-        draft = list(range(200, 200 + kc - 1))
-        graph = v.graph(kc)
-        v._load(draft)
-        us = timed(graph.replay)
-        runner.pos.fill_(pos)  # every replay advanced it
-        t = time.perf_counter()
-        for _ in range(iters):
-            runner.pos.fill_(pos)
-            v.run(draft)
-        call_us = (time.perf_counter() - t) * 1e6 / iters
-        runner.pos.fill_(pos)
-        out[kc] = {"verify_us": us, "ratio": us / step_us, "verify_call_us": call_us}
-    saved = runner.attention_mode, runner.gemv_mode
-    for name, (attention, gemv) in [("default", getattr(runner, "_modes_before_speculation", None) or saved),
-                                    ("triton", ("triton", "triton"))]:
-        runner.use_attention(attention)
-        runner.use_gemv(gemv)
+    out = {"context": context}
+    for family in families:
+        runner.use_tuning(replace(base, mma_gemv=family == "mma"), *modes)
+        runner.start(prompt, SamplingParams(max_tokens=4 * iters + 64, ignore_eos=True, speculate=True))
+        v = runner._verifier()
+        pos = runner.host_pos
         runner._select_attention(pos)
-        out[f"{name}_step_us"] = timed(runner.step_graph().replay)
-        out[f"{name}_kernels"] = f"{runner.attention_kind}/{runner.gemv_kind}"
+        step_us = timed(runner.step_graph().replay)
         runner.pos.fill_(pos)
-    runner.use_attention(saved[0])
-    runner.use_gemv(saved[1])
+        r = out[family] = {"step_us": step_us, "kernels": f"{runner.attention_kind}/{runner.gemv_kind}"}
+        for kc in widths:
+            draft = list(range(200, 200 + kc - 1))
+            graph = v.graph(kc)
+            v._load(draft)
+            us = timed(graph.replay)
+            runner.pos.fill_(pos)  # every replay advanced it
+            t = time.perf_counter()
+            for _ in range(iters):
+                runner.pos.fill_(pos)
+                v.run(draft)
+            call_us = (time.perf_counter() - t) * 1e6 / iters
+            runner.pos.fill_(pos)
+            r[kc] = {"verify_us": us, "ratio": us / step_us, "verify_call_us": call_us}
+    runner.use_tuning(base, *modes)
+    runner.start(prompt, SamplingParams(max_tokens=4 * iters + 64, ignore_eos=True, speculate=False))
+    runner._select_attention(runner.host_pos)
+    out["default_step_us"] = timed(runner.step_graph().replay)
+    out["default_kernels"] = f"{runner.attention_kind}/{runner.gemv_kind}"
     return out
 
 
 def verify_main(args, engine) -> dict:
     r = verify_cost(engine, args.context)
-    print(f"\n{args.shape} (random weights), {engine.info['dtype']}, context {args.context}: one-token step "
-          f"{r['step_us']:.1f} us on the speculation's kernels {r['kernels']}, {r['default_step_us']:.1f} us on "
-          f"the default ones {r['default_kernels']}, {r['triton_step_us']:.1f} us on {r['triton_kernels']}")
-    print("| tokens per verify step | verify graph us | vs one-token step | vs default step | verify call (host wait) us |")
-    print("|---:|---:|---:|---:|---:|")
-    for key, x in r.items():
-        if isinstance(x, dict):
-            print(f"| {key} | {x['verify_us']:.1f} | {x['ratio']:.2f}x | {x['verify_us'] / r['default_step_us']:.2f}x "
-                  f"| {x['verify_call_us']:.1f} |")
+    print(f"\n{args.shape} (random weights), {engine.info['dtype']}, context {args.context}: one-token step on the "
+          f"default kernels {r['default_kernels']} {r['default_step_us']:.1f} us")
+    print("| speculation's GEMVs | one-token step us (kernels) | tokens per verify step | verify graph us "
+          "| vs its one-token step | vs default step | verify call (host wait) us |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for family in ("triton", "mma"):
+        f = r.get(family)
+        for key, x in (f or {}).items():
+            if isinstance(x, dict):
+                print(f"| {family} | {f['step_us']:.1f} ({f['kernels']}) | {key} | {x['verify_us']:.1f} | "
+                      f"{x['ratio']:.2f}x | {x['verify_us'] / r['default_step_us']:.2f}x | {x['verify_call_us']:.1f} |")
     return r

@@ -1,15 +1,19 @@
 """The fast path's verify step: the last token + up to `width - 1` drafted ones, over the DECODE kernels.
 
-A verify step of KC tokens (a draft-width bucket: 2, 4 or 8) runs the decode step's layer loop with the
-tensor-core GEMVs of 1..16 columns (kernels.gemv_mma_cols, kernels.lm_head_mma_cols) and the k-column
-attention (kernels.decode_attention_cols): every weight tile is read once for the KC columns, and column c
-computes, bit for bit, what the decode step of a speculating run (FastRunner with use_gemv("mma") and
-use_attention("triton"): the same GEMVs on one column) computes at position pos + c. Per layer:
-rmsnorm_gemv_mma (QKV), decode_attention_cols (the KC new k/v rows written, each column attending causally),
-gemv_residual_mma (o_proj), rmsnorm_gate_up_silu_mma, gemv_residual_mma (down); then lm_head_argmax_mma: the
-KC argmaxes, the length n of the drafted prefix that agrees with them, and the runner's step state left as its
-own step would (token = argmax n, pos += n + 1, x = that token's embedding), all on the device; the argmaxes
-and n land in pinned host memory, which the host reads after the launch (drafting needs the tokens).
+A verify step of KC tokens (a draft-width bucket: 2, 4 or 8) runs the decode step's layer loop on KC columns:
+every weight tile is read once for the KC columns, and column c computes, bit for bit, what the plain decode
+step of a speculating run computes at position pos + c. Two families of GEMVs (`gemv`, the tuning row's
+mma_gemv; FastRunner.speculative_kernels):
+- "triton" (default): the k-column twins of the one-column Triton decode kernels on CUDA cores
+  (kernels/{rmsnorm_gemv,gemv_residual,gate_up_silu,lm_head_argmax}_cols.py: the same launch configs and
+  partial sums per column; `group` columns per program); the plain steps run the Triton kernels;
+- "mma": the tensor-core GEMVs of 1..16 columns (kernels.gemv_mma_cols, kernels.lm_head_mma_cols), whose
+  column bits do not depend on the column count; the plain steps run them on one column.
+Per layer: QKV, decode_attention_cols (the KC new k/v rows written, each column attending causally; column c
+is the Triton decode attention at pos + c), o_proj, gate/up, down; then the LM head + argmax: the KC argmaxes,
+the length n of the drafted prefix that agrees with them, and the runner's step state left as its own step
+would (token = argmax n, pos += n + 1, x = that token's embedding), all on the device; the argmaxes and n land
+in pinned host memory, which the host reads after the launch (drafting needs the tokens).
 
 So a speculative greedy run yields exactly the tokens of the plain greedy run on the same kernels
 (FastRunner switches a speculating request's plain steps to them). Rejected positions need
@@ -18,31 +22,45 @@ step reads it.
 
 One CUDA graph per bucket (positions live on the device, so a graph serves every position). Drafts are
 padded to the bucket; `klen` keeps the padding out of the acceptance. 16-bit weights only (the FP8 runner
-does not speculate; fp16 weights run the GEMVs' fp32 fallback). `run_eager` launches the same kernels without a graph (CPU tests, interpreter).
+does not speculate). `run_eager` launches the same kernels without a graph (CPU tests, interpreter).
 """
 
 from __future__ import annotations
+
+from functools import partial
 
 import torch
 from torch import Tensor
 
 from kernels.decode_attention import AttentionWorkspace
 from kernels.decode_attention_cols import decode_attention_cols
+from kernels.gate_up_silu_cols import rmsnorm_gate_up_silu_cols
 from kernels.gemv_mma_cols import gemv_residual_mma, rmsnorm_gate_up_silu_mma, rmsnorm_gemv_mma
+from kernels.gemv_residual_cols import gemv_residual_cols
+from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols
 from kernels.lm_head_mma_cols import lm_head_argmax_mma, mma_scratch
+from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols
 
-BUCKETS = (2, 4, 8)  # tokens per verify step (the last one + up to 7 drafted); the GEMVs take up to 16
+BUCKETS = (2, 4, 8)  # tokens per verify step (the last one + up to 7 drafted); small: a column costs registers
+GEMVS = ("triton", "mma")
 
 
 class FastVerifier:
     def __init__(self, cfg, weights, cache, cos: Tensor, sin: Tensor, token: Tensor, pos: Tensor, x: Tensor,
-                 attention: AttentionWorkspace, *, pdl: bool = False, buckets=BUCKETS):
+                 attention: AttentionWorkspace, *, gemv: str = "triton", tuning=None, pdl: bool = False,
+                 buckets=BUCKETS, group: int | None = None):
         """token [1] int64, pos [1] int32, x [H] float32: the runner's step state (updated in place).
         cos, sin: the RoPE tables of the decode step; attention: the decode step's Triton attention
-        workspace (its split count and combine group are copied: they fix the order of the sums)."""
+        workspace (its split count and combine group are copied: they fix the order of the sums).
+        gemv: the GEMV family (GEMVS, see the module docstring); tuning: the kernels.tuning row of the Triton
+        family's launch configs; group: its columns per program (kernels.rmsnorm_gemv_cols; None: the
+        tuning row's verify_group, or all of a bucket's without a row)."""
+        assert gemv in GEMVS, f"verify GEMVs must be one of {GEMVS}, not {gemv!r}"
+        self.gemv = gemv
         self.cfg, self.w, self.cache, self.cos, self.sin = cfg, weights, cache, cos, sin
         self.token, self.pos, self.x = token, pos, x
-        self.pdl = pdl
+        self.tuning, self.pdl = tuning, pdl
+        self.group = group if group is not None else tuning.verify_group if tuning is not None else None
         self.buckets = tuple(sorted(buckets))
         self.width = self.buckets[-1]
         dev = token.device
@@ -56,7 +74,7 @@ class FastVerifier:
         self.logits = torch.zeros(W, cfg.vocab_size, **f32)
         self.ws = AttentionWorkspace(cfg.num_heads, cfg.head_dim, attention.num_splits, dev,
                                      combine_group=attention.group, columns=W)
-        self.scratch = mma_scratch(dev)
+        self.scratch = mma_scratch(dev) if gemv == "mma" else cols_scratch(dev)
         self.scale = cfg.head_dim ** -0.5
         self.draft = torch.zeros(W - 1, dtype=torch.int64, device=dev)
         self.klen = torch.zeros(1, dtype=torch.int64, device=dev)  # how many of `draft` are real
@@ -72,7 +90,13 @@ class FastVerifier:
         ws = runner.workspaces.get("triton")
         assert ws is not None, "the runner has not set up its Triton attention (use_attention('triton'))"
         return cls(runner.cfg, runner.w, runner.cache, runner.model.cos, runner.model.sin, runner.token,
-                   runner.pos, runner.x, ws, pdl=runner.pdl, buckets=buckets)
+                   runner.pos, runner.x, ws, gemv=runner.speculative_kernels[1], tuning=runner.tuning, pdl=runner.pdl,
+                   buckets=buckets)
+
+    def use_group(self, group: int | None) -> None:
+        """Columns per program of the Triton family's GEMVs from now on (the bench's A/B); drops the graphs."""
+        self.group = group
+        self.graphs = {}
 
     @property
     def max_draft(self) -> int:
@@ -93,20 +117,33 @@ class FastVerifier:
 
     # -- the verify step, as captured ---------------------------------------------------------------
     def _body(self, kc: int):
-        cfg, w, pdl, eps = self.cfg, self.w, self.pdl, self.cfg.rms_norm_eps
+        w, pdl, eps = self.w, self.pdl, self.cfg.rms_norm_eps
         X, qkv, attn, h = self.X[:kc], self.qkv[:kc], self.attn[:kc], self.h[:kc]
         X[0].copy_(self.x)
         if kc > 1:
             X[1:].copy_(w.embed.index_select(0, self.draft[:kc - 1]))
+        if self.gemv == "mma":
+            qkv_, o_, gate_up_, down_ = (partial(f, pdl=pdl) for f in (rmsnorm_gemv_mma, gemv_residual_mma,
+                                                                       rmsnorm_gate_up_silu_mma, gemv_residual_mma))
+        else:
+            g = None if self.group is None or kc % min(self.group, kc) else self.group
+            at = dict(pdl=pdl, tuning=self.tuning, group=g)
+            qkv_, o_, gate_up_, down_ = (partial(f, **at) for f in (rmsnorm_gemv_cols, gemv_residual_cols,
+                                                                    rmsnorm_gate_up_silu_cols, gemv_residual_cols))
         for i, layer in enumerate(w.layers):
-            rmsnorm_gemv_mma(X, layer.qkv, qkv, layer.attn_norm, eps, layer.qkv_bias, pdl=pdl)
+            qkv_(X, layer.qkv, qkv, layer.attn_norm, eps, layer.qkv_bias)
             decode_attention_cols(qkv, self.pos, self.cache.k[i], self.cache.v[i], self.cos, self.sin, attn, self.ws,
                                   self.scale, layer.q_norm, layer.k_norm, eps, pdl=pdl)
-            gemv_residual_mma(attn, layer.o, X, pdl=pdl)
-            rmsnorm_gate_up_silu_mma(X, layer.mlp_norm, eps, layer.gate_up, h, pdl=pdl)
-            gemv_residual_mma(h, layer.down, X, pdl=pdl)
-        lm_head_argmax_mma(X, w.lm_head, self.logits[:kc], self.token, self.pos, w.embed, self.scratch, w.norm, eps,
-                           draft=self.draft, klen=self.klen, x_next=self.x, result=self.result[kc], pdl=pdl)
+            o_(attn, layer.o, X)
+            gate_up_(X, layer.mlp_norm, eps, layer.gate_up, h)
+            down_(h, layer.down, X)
+        if self.gemv == "mma":
+            lm_head_argmax_mma(X, w.lm_head, self.logits[:kc], self.token, self.pos, w.embed, self.scratch, w.norm,
+                               eps, draft=self.draft, klen=self.klen, x_next=self.x, result=self.result[kc], pdl=pdl)
+        else:
+            lm_head_argmax_cols(X, w.lm_head, self.logits[:kc], self.scratch, self.draft, self.klen, self.token,
+                                self.pos, w.embed, self.x, self.result[kc], norm_w=w.norm, eps=eps, pdl=pdl,
+                                tuning=self.tuning, group=g)
 
     def _load(self, draft: list[int]) -> int:
         k = len(draft)

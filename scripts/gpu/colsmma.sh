@@ -20,21 +20,19 @@ step() {  # step NAME SECONDS CMD...: run with a time limit and its log in $LOG/
   summary+=("$(printf '%-14s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - t0)) "$(grep -E '[0-9]+ (passed|failed)' "$LOG/$name.log" | tail -1)")")
 }
 nvidia-smi --query-gpu=name --format=csv,noheader
-# the verify bench compiles the PDL variants first; the gpu tests and the probe find them in Triton's cache
-step verify-1.5b 35 python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 \
+# the verify bench (both GEMV families of the speculation) compiles the PDL variants first
+step verify-1.5b 40 python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 \
   --json "$LOG/verify_1.5b.json"
-step gpu-tests 40 python3 -m pytest -q -s -p no:cacheprovider -p no:randomly -o addopts="" \
+step gpu-tests 50 python3 -m pytest -q -s -p no:cacheprovider -p no:randomly -o addopts="" \
   tests/inference/test_speculative_gpu.py
+step sweep 25 python3 -m lab.probe_cols_kernels --shape qwen2.5-coder-1.5b --sweep --only gate_up,down
 step kernel-tests 30 python3 -m pytest -q -x -p no:cacheprovider -p no:randomly -o addopts="" \
   tests/kernels/test_mma_cols.py
-step probe 20 python3 -m lab.probe_cols_kernels --shape qwen2.5-coder-1.5b
-step sweep 20 python3 -m lab.probe_cols_kernels --shape qwen2.5-coder-1.5b --sweep --only down,gate_up
 echo
 grep -hE "verify steps|FAILED|Error|error" "$LOG/gpu-tests.log" "$LOG/kernel-tests.log" | head -16
 echo
 printf '%s\n' "${summary[@]}"
 echo
-grep -E "^\||kernels|context" "$LOG/probe.log" | tail -30
-grep -E "^\| (down|gate_up)" "$LOG/sweep.log" | grep -v default | tail -30
-grep -E "^\||kernels|context" "$LOG/verify-1.5b.log" | tail -8
+grep -E "^\| (down|gate_up)" "$LOG/sweep.log" | tail -32
+grep -E "^\||kernels|context" "$LOG/verify-1.5b.log" | tail -10
 true

@@ -279,13 +279,14 @@ def test_sampled_and_penalised_requests_do_not_speculate(engine):
     assert run(engine, REPEATING, max_tokens=20)[2].speculative
 
 
-# --- the fast path's verify step (the k-column decode kernels), run eagerly on CPU -------------
+# --- the fast path's verify step (either family of k-column GEMVs), run eagerly on CPU ---------
 
 @pytest.mark.slow
+@pytest.mark.parametrize("gemv", ["triton", "mma"])
 @pytest.mark.parametrize("shape", ["tiny-qwen3"])  # the decode kernels need head_dim >= 32
-def test_fast_verifier_accepts_the_agreeing_prefix_with_the_mma_kernels(synth_dir, shape):
-    """FastVerifier (the MMA GEMVs and the k-column attention under the Triton interpreter, float32) after a
-    reference prefill: every accept length gives the reference greedy tokens and leaves the step state (token,
+def test_fast_verifier_accepts_the_agreeing_prefix_with_either_gemv_family(synth_dir, shape, gemv):
+    """FastVerifier (the k-column Triton GEMVs or the MMA GEMVs, and the k-column attention, under the Triton
+    interpreter, float32) after a reference prefill: every accept length gives the reference greedy tokens and leaves the step state (token,
     position, embedding) where the next step expects it; the cache rows it wrote are the reference's."""
     import os
 
@@ -307,7 +308,7 @@ def test_fast_verifier_accepts_the_agreeing_prefix_with_the_mma_kernels(synth_di
     pos = torch.tensor([len(prompt)], dtype=torch.int32)
     x = w.embed[truth[0]].float().clone()
     ws = AttentionWorkspace(cfg.num_heads, cfg.head_dim, 4, "cpu")
-    v = FastVerifier(cfg, w, cache, model.cos, model.sin, token, pos, x, ws, buckets=(2, 4, 8))
+    v = FastVerifier(cfg, w, cache, model.cos, model.sin, token, pos, x, ws, gemv=gemv, buckets=(2, 4, 8))
     done = 1
     for k, wrong in [(7, 7), (3, 1), (5, 0), (1, 1)]:
         draft = list(truth[done:done + k])

@@ -1,10 +1,10 @@
 """Speculative decoding on the GPU fast path (inference.speculative.fast_verify), random weights.
 
-The verify step runs the tensor-core GEMVs (kernels.gemv_mma_cols) on k columns and the k-column attention;
-a speculating run's plain steps run the same GEMVs on one column and the Triton attention, and column c of a
-verify step is bit for bit the plain step at position pos + c. So, in bf16, speculative greedy output equals
-the plain greedy output on those kernels token for token, and a verify step's logits and cache rows equal
-those of the plain steps they replace, bit for bit.
+For both GEMV families of the speculation (the tuning row's mma_gemv: the k-column twins of the Triton decode
+kernels, or the tensor-core GEMVs of 1..16 columns) column c of a verify step is bit for bit the plain step
+of a speculating run at position pos + c. So, in bf16, speculative greedy output equals the plain greedy
+output on those kernels token for token, and a verify step's logits and cache rows equal those of the plain
+steps they replace, bit for bit.
 """
 
 import random
@@ -17,7 +17,11 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(),
 REPEATING = [random.Random(1).randrange(10, 1000) for _ in range(40)] * 4
 
 
-def engine_for(tmp_path_factory, shape, dtype, layers=4):
+def engine_for(tmp_path_factory, shape, dtype, layers=4, gemv="triton"):
+    """An engine on a random-weight checkpoint whose plain steps run the speculation's kernels of GEMV family
+    `gemv` (the tuning row's mma_gemv), so that its plain runs are the twins of its speculating ones."""
+    from dataclasses import replace
+
     from inference.engine import Engine
     from inference.speculative import DraftConfig
     from inference.synth import write_checkpoint
@@ -25,8 +29,8 @@ def engine_for(tmp_path_factory, shape, dtype, layers=4):
     path = write_checkpoint(shape, tmp_path_factory.mktemp(shape) / "m", layers=layers, device="cuda")
     e = Engine.from_pretrained(path, device="cuda", dtype=dtype, max_context=1024)
     e.draft_config = DraftConfig(min_match=1, max_backoff=0, cost_aware=False)  # verify at every chance
-    e.runner.use_attention("triton")  # the kernels a speculating run decodes with, for its plain twin too
-    e.runner.use_gemv("mma")
+    e.runner.use_tuning(replace(e.runner.tuning, mma_gemv=gemv == "mma"), "triton", gemv)
+    assert e.runner.speculative_kernels == ("triton", gemv)
     return e
 
 
@@ -41,26 +45,28 @@ def run(engine, ids, **kw):
     return [t for e in events[:-1] for t in e.token_ids], events[-1].stats
 
 
-@pytest.mark.parametrize("shape,dtype", [("qwen2.5-coder-1.5b", "bfloat16"), ("qwen3-1.7b", "bfloat16"),
-                                         ("llama-3.2-1b", "bfloat16")])
-def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_path_factory, shape, dtype):
-    e = engine_for(tmp_path_factory, shape, dtype, layers=2)
+@pytest.mark.parametrize("shape,gemv", [("qwen2.5-coder-1.5b", "triton"), ("qwen2.5-coder-1.5b", "mma"),
+                                        ("qwen3-1.7b", "triton"), ("llama-3.2-1b", "mma")])
+def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_path_factory, shape, gemv):
+    dtype = "bfloat16"
+    e = engine_for(tmp_path_factory, shape, dtype, layers=2, gemv=gemv)
     assert e.info["runner"] == "cuda-graph"
     for max_tokens in (200, 37):
         plain, _ = run(e, REPEATING, max_tokens=max_tokens, ignore_eos=True, speculate=False)
         spec, s = run(e, REPEATING, max_tokens=max_tokens, ignore_eos=True)
         assert s.speculative and s.verify_steps > 0
-        print(f"\n{shape} {dtype}: {s.verify_steps} verify steps, {s.accepted}/{s.drafted} accepted")
+        print(f"\n{shape} {dtype} {gemv}: {s.verify_steps} verify steps, {s.accepted}/{s.drafted} accepted")
         assert spec == plain
     again, _ = run(e, REPEATING, max_tokens=200, ignore_eos=True, speculate=False)  # state left clean
     assert again == run(e, REPEATING, max_tokens=200, ignore_eos=True, speculate=False)[0]
 
 
-@pytest.mark.parametrize("shape", ["qwen2.5-coder-1.5b", "qwen3-1.7b"])
-def test_a_verify_step_computes_the_plain_steps_logits_and_cache_rows_bit_for_bit(tmp_path_factory, shape):
+@pytest.mark.parametrize("shape,gemv", [("qwen2.5-coder-1.5b", "triton"), ("qwen2.5-coder-1.5b", "mma"),
+                                        ("qwen3-1.7b", "mma")])
+def test_a_verify_step_computes_the_plain_steps_logits_and_cache_rows_bit_for_bit(tmp_path_factory, shape, gemv):
     from inference.sampling import SamplingParams
 
-    e = engine_for(tmp_path_factory, shape, "bfloat16")
+    e = engine_for(tmp_path_factory, shape, "bfloat16", gemv=gemv)
     runner = e.runner
     prompt = REPEATING[:100]
     for kc in (2, 4, 8):
@@ -83,10 +89,11 @@ def test_a_verify_step_computes_the_plain_steps_logits_and_cache_rows_bit_for_bi
         assert int(runner.token) == tokens[-1]
 
 
-def test_verify_graph_equals_the_eager_verify(tmp_path_factory):
+@pytest.mark.parametrize("gemv", ["triton", "mma"])
+def test_verify_graph_equals_the_eager_verify(tmp_path_factory, gemv):
     from inference.sampling import SamplingParams
 
-    e = engine_for(tmp_path_factory, "qwen2.5-coder-1.5b", "bfloat16")
+    e = engine_for(tmp_path_factory, "qwen2.5-coder-1.5b", "bfloat16", gemv=gemv)
     runner = e.runner
     outs = []
     for eager in (True, False):

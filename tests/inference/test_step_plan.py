@@ -420,18 +420,19 @@ def test_a_real_runner_plans_as_the_fakes_assume(weights, tmp_path):
 ])
 def test_speculation_is_on_by_default_only_where_it_keeps_the_runners_kernels(gpu, shape, triton_anyway, mma_gemv):
     """FastRunner.speculation_keeps_kernels (the engine's default for `speculate`): a speculating request runs
-    the Triton attention and the MMA GEMVs; that is the model's usual plan where it runs the Triton attention
-    anyway and its tuning row's one-launch GEMVs are the MMA ones (mma_gemv)."""
+    the Triton attention and the row's one-launch GEMVs (Triton's, or the MMA ones where it says mma_gemv);
+    that is the model's usual plan where it runs the Triton attention anyway, whichever the GEMVs."""
     from inference.fast.runner import FastRunner
 
     cfg = model_config(shape)
-    keeps = triton_anyway and mma_gemv
     runner = SimpleNamespace(cfg=cfg, tuning=replace(GPUS[gpu].row, mma_gemv=mma_gemv), can_verify=True,
                              target=target(GPUS[gpu], cfg), attention_mode="auto", gemv_mode="auto")
-    assert FastRunner.speculation_keeps_kernels.fget(runner) is keeps
+    runner.speculative_kernels = FastRunner.speculative_kernels.fget(runner)
+    assert runner.speculative_kernels == ("triton", "mma" if mma_gemv else "triton")
+    assert FastRunner.speculation_keeps_kernels.fget(runner) is triton_anyway
     runner._modes_before_speculation = ("auto", "auto")  # a speculating request switched it meanwhile
-    runner.attention_mode, runner.gemv_mode = "triton", "mma"
-    assert FastRunner.speculation_keeps_kernels.fget(runner) is keeps
+    runner.attention_mode, runner.gemv_mode = runner.speculative_kernels
+    assert FastRunner.speculation_keeps_kernels.fget(runner) is triton_anyway
     runner.can_verify = False  # FP8 weights do not speculate
     assert FastRunner.speculation_keeps_kernels.fget(runner) is False
 
