@@ -1,6 +1,7 @@
 """Launcher of the flag all-reduce (kernels/csrc/flag_reduce.cu): one small kernel per reduction that sums
 every rank's float32 partial, read from the peers' symmetric buffers over NVLink, in rank order
-(`flag_reduce`: pull), or pushed by each rank into its peers' receive slots first (`flag_reduce_push`).
+(`flag_reduce`: pull), or pushed by each rank into its peers' receive slots first (`flag_reduce_push`);
+and the greedy step's distributed argmax over vocabulary slices the same way (`flag_argmax`).
 
     ptrs = FlagPeers(src_ptrs=[...world addresses...], flag_ptrs=[...world addresses...])
     flag_reduce(ptrs, dst, step, rank, r, per_step, pdl=True, next=None)
@@ -10,8 +11,9 @@ memory): src_ptrs[q] is rank q's partial as mapped on this device (n float32), f
 slots (MAX_BLOCKS * MAX_RANKS uint64, zero before the first reduction), dst this rank's output (not a src),
 next (optional) this rank's other partial buffer, which the kernel sets to the sum on rank 0 and to zeros
 elsewhere (where the next residual GEMV adds its partial: no zeroing launch), step a one-element int64
-device counter that the caller increments once per step (before the step's first reduction), r this reduction's index within the step (0 <= r < per_step): epoch = step * per_step + r + 1
-must grow from one reduction to the next on every rank alike. CUDA only (sm_90+, NVRTC); `reference` is the
+device counter that the caller increments once per step (before the step's first reduction), r this
+reduction's index within the step (0 <= r < per_step): epoch = step * per_step + r + 1 must grow from one
+reduction to the next on every rank alike. CUDA only (sm_90+, NVRTC); `reference` is the
 same sum on any device (the rank-order contract the GPU tests check).
 """
 
@@ -137,6 +139,31 @@ def flag_reduce_push(recv: FlagPeers, partial: torch.Tensor, dst: torch.Tensor, 
     _kernel(dst.device.index if dst.device.index is not None else torch.cuda.current_device(),
             "flag_reduce_push").launch((blocks, 1, 1), THREADS, args, pdl=pdl)
     return dst
+
+
+ARGMAX_THREADS = 1024
+ARGMAX_SLOTS = 2 * MAX_RANKS  # uint64 (value, id) slots per rank: two sets, alternating with the epoch
+
+
+def flag_argmax(logits: torch.Tensor, offset: int, slots: tuple[int, ...], flags: tuple[int, ...],
+                step: torch.Tensor, out: torch.Tensor, rank: int, *, pdl: bool = False) -> torch.Tensor:
+    """out[0] = the global argmax (ties to the lowest id) over every rank's vocabulary slice: this rank's
+    logits [n] float32 hold ids offset..offset+n. slots[q] / flags[q]: rank q's ARGMAX_SLOTS / MAX_RANKS
+    uint64 (symmetric, zero at first); the epoch is step[0], which must grow from one call to the next
+    (FlagReduce.begin_step advances it once per step). One CTA; launched on the current stream."""
+    n = logits.numel()
+    assert logits.dtype == torch.float32 and logits.is_contiguous() and logits.is_cuda
+    assert out.dtype == torch.int64 and out.numel() == 1 and out.device == logits.device
+    assert step.dtype == torch.int64 and step.numel() == 1 and step.device == logits.device
+    assert 2 <= len(slots) == len(flags) <= MAX_RANKS and 0 <= rank < len(slots)
+    assert 0 <= offset and offset + n < 2**32, "flag argmax: token ids must fit in 32 bits"
+    s, f = FlagPeers(tuple(slots), tuple(flags)).structs()
+    args = [ctypes.c_void_p(logits.data_ptr()), ctypes.c_int(n), ctypes.c_uint(offset), s, f,
+            ctypes.c_void_p(step.data_ptr()), ctypes.c_void_p(out.data_ptr()), ctypes.c_int(rank),
+            ctypes.c_int(len(slots))]
+    _kernel(logits.device.index if logits.device.index is not None else torch.cuda.current_device(),
+            "flag_argmax").launch((1, 1, 1), ARGMAX_THREADS, args, pdl=pdl)
+    return out
 
 
 def reference(partials: list[torch.Tensor]) -> torch.Tensor:

@@ -8,10 +8,13 @@ hidden-state vector per size (elements; bf16 on CUDA, float32 on CPU): eager (`i
 back-to-back calls timed with device events), inside one CUDA graph (`iters` calls captured,
 the replay timed: what a graph-captured decode step would pay), and with --symm-mem PyTorch's
 symmetric-memory one-shot all-reduce in a graph (peer reads over NVLink; no multicast), with --flag
-our flag reduction (pull and push variants) in a graph (kernels/flag_reduce.py, float32 as in the
-decode step, PDL on: what the step's --tp-reduce flag / flag-push pays per reduction, its step-counter increment amortised over 64 calls;
+our flag reduction in a graph (kernels/flag_reduce.py, float32 as in the decode step, PDL on: what
+the step's --tp-reduce flag / flag-push pays per reduction, its step-counter increment amortised over
+64 calls; pull with 1, the rule's and 4 CTAs, and push;
 then every rank's sum is checked bit for bit against the rank-order sum, and its next partial buffer
-against the sum on rank 0 and zeros elsewhere; a mismatch is that cell's error). Each
+against the sum on rank 0 and zeros elsewhere; a mismatch is that cell's error), and a last row: the
+greedy step's distributed argmax over 151,936 / tp logits per rank, Comm.argmax (torch ops + an NCCL
+all-gather) vs the flag reducer's one kernel (with its step-counter increment), the token checked). Each
 number is the slowest rank's mean per call. Prints a table last. Multicast stays off
 (the launcher's NO_MULTICAST environment); a mode that fails prints its error instead.
 """
@@ -86,7 +89,7 @@ def _symm_mem_op(n: int, dtype: torch.dtype, device: torch.device):
     return lambda: torch.ops.symm_mem.one_shot_all_reduce(buf, "sum", group)
 
 
-def _flag_us(n: int, device: torch.device, iters: int, push: bool = False) -> float:
+def _flag_us(n: int, device: torch.device, iters: int, push: bool = False, blocks: int | None = None) -> float:
     """us per flag reduction of n float32 in a graph (the step counter advances every 64 calls, as a decode
     step's does every 2 x layers reductions); then checks the sum: rank q's partial is a seeded random
     vector, every rank must hold the partials summed in rank order, bit for bit."""
@@ -97,7 +100,7 @@ def _flag_us(n: int, device: torch.device, iters: int, push: bool = False) -> fl
     from .reduce import FlagReduce
 
     rank, world = dist.get_rank(), dist.get_world_size()
-    red = FlagReduce(SimpleNamespace(rank=rank, world=world), n, device, per_step=64, push=push)
+    red = FlagReduce(SimpleNamespace(rank=rank, world=world), n, device, per_step=64, push=push, blocks=blocks)
     src, nxt = red.partials
     dst = torch.full((n,), float("nan"), device=device)
     partials = [torch.randn(n, generator=torch.Generator().manual_seed(q)) for q in range(world)]
@@ -119,6 +122,39 @@ def _flag_us(n: int, device: torch.device, iters: int, push: bool = False) -> fl
                              f"(max err {(dst.cpu() - want).abs().max().item():.3g})")
     if not torch.equal(nxt.cpu(), want if rank == 0 else torch.zeros(n)):
         raise AssertionError(f"flag reduce: rank {rank}'s next partial buffer is not {'the sum' if rank == 0 else 'zero'}")
+    return us
+
+
+def _argmax_us(n: int, device: torch.device, iters: int, flag: bool) -> float:
+    """us per distributed greedy argmax over every rank's n float32 logits in a graph: Comm.argmax (torch ops and
+    an NCCL all-gather) or FlagReduce.argmax (one kernel); then checks the token against torch.argmax over
+    all ranks' logits (seeded per rank; a tie planted across ranks must go to the lowest id)."""
+    from types import SimpleNamespace
+
+    from .comm import DistComm
+    from .reduce import FlagReduce
+
+    rank, world = dist.get_rank(), dist.get_world_size()
+    slices = [torch.randn(n, generator=torch.Generator().manual_seed(100 + q)) for q in range(world)]
+    for q in range(world):
+        slices[q][q + 7] = 10.0  # the same best value on every rank: the lowest id (rank 0's) wins
+    logits = slices[rank].to(device)
+    if flag:
+        red = FlagReduce(SimpleNamespace(rank=rank, world=world), 1024, device, per_step=2)
+        red.pdl = True
+
+        def op():
+            red.step.add_(1)
+            return red.argmax(logits, rank * n)
+    else:
+        comm = DistComm()
+
+        def op():
+            return comm.argmax(logits, rank * n)
+    us = _graph_us(op, iters)
+    got, want = int(op().item()), int(torch.cat(slices).argmax())
+    if got != want:
+        raise AssertionError(f"argmax: rank {rank} got token {got}, not {want}")
     return us
 
 
@@ -156,8 +192,15 @@ def _rank_main(rank: int, args, init_method: str, out) -> None:
                     lambda: _graph_us(_symm_mem_op(n, dtype, device), args.iters), device)
             if args.flag:
                 row["flag_fp32_graph_us"] = _timed_mode(lambda: _flag_us(n, device, args.iters), device)
+                for b in (1, 4):
+                    row[f"flag_{b}cta_graph_us"] = _timed_mode(lambda: _flag_us(n, device, args.iters, blocks=b), device)
                 row["flag_push_fp32_graph_us"] = _timed_mode(lambda: _flag_us(n, device, args.iters, True), device)
         rows.append(row)
+    if cuda and args.flag:  # the greedy step's distributed argmax over 151,936 / tp logits per rank
+        n = 151936 // args.tp
+        rows.append({"elements": n, "bytes": n * 4, "argmax": True,
+                     "argmax_comm_graph_us": _timed_mode(lambda: _argmax_us(n, device, args.iters, False), device),
+                     "argmax_flag_graph_us": _timed_mode(lambda: _argmax_us(n, device, args.iters, True), device)})
     if rank == 0:
         out.put(rows)
     dist.barrier()
@@ -201,14 +244,14 @@ def main(argv=None) -> int:
     rows = run(args.tp, device, [int(s) for s in args.sizes.split(",") if s], args.iters, args.symm_mem, args.flag)
     if args.json:
         Path(args.json).write_text(json.dumps({"tp": args.tp, "device": device, "rows": rows}, indent=2))
-    cols = [k for k in rows[0] if k.endswith("_us")]
+    cols = list(dict.fromkeys(k for r in rows for k in r if k.endswith("_us")))
     name = torch.cuda.get_device_name() if device == "cuda" else "CPU (gloo)"
     print(f"\nall-reduce (sum), {args.tp} ranks, {name}, mean of {args.iters} calls, slowest rank")
     print("| elements | bytes | " + " | ".join(cols) + " |")
     print("|---:|---:|" + "---:|" * len(cols))
     for r in rows:
         print(f"| {r['elements']} | {r['bytes']} | "
-              + " | ".join(f"{r[c]:.1f}" if isinstance(r[c], float) else str(r[c]) for c in cols) + " |")
+              + " | ".join(f"{r[c]:.1f}" if isinstance(r.get(c), float) else str(r.get(c, "-")) for c in cols) + " |")
     return 0
 
 

@@ -6,12 +6,13 @@ step) built on the rank's shard with the shard's config (`TPPlan.local_cfg`: its
 and vocabulary rows), plus three things a split step needs:
 - o_proj and down_proj each leave a partial sum of the layer's output in the residual buffer; an
   all-reduce captured in the graph completes it (reduce.py: NCCL's in place, or symmetric memory's
-  one-shot or our flag reduction into the other of two buffers: then a layer's attention half works in x, its MLP half in
+  one-shot into the other of two buffers: then a layer's attention half works in x, its MLP half in
   x_mlp). Rank 0's kernels add onto the stream as on one GPU, so its partial carries the residual;
   the other ranks zero the buffer first. With our flag reduction, o_proj and down add into two partial
   buffers of their own and each reduction, summing them into x, also starts the next partial buffer (the
-  sum on rank 0, zeros elsewhere): no zeroing launches (`_flag_layers`). The layer launches are FastRunner's, bound from its step
-  plan (inference.fast.plan/step); this class runs them with the reductions between.
+  sum on rank 0, zeros elsewhere): no zeroing launches (`_flag_layers`); the greedy token then comes from
+  the reducer's one-kernel argmax. The layer launches are FastRunner's, bound from its step plan
+  (inference.fast.plan/step); this class runs them with the reductions between.
 - the LM head gives the rank's vocabulary slice of the logits; the greedy token is a distributed
   argmax (each rank's best (value, id), one all-gather of two numbers: `Comm.argmax`), fed back
   by feed_token on every rank, so every rank's graph continues from the same token.
@@ -181,8 +182,9 @@ class FastRankRunner(FastRunner):
         self._layers()
         self._lm_head()
         greedy, use_penalty = self.sampler.mode[:2]
-        if greedy and not use_penalty:
-            token = self.comm.argmax(self.logits, self.vocab_start)
+        if greedy and not use_penalty:  # the flag reducer's one-kernel argmax, or Comm.argmax's ops and all-gather
+            flag_argmax = getattr(self.reducer, "argmax", None)
+            token = (flag_argmax or self.comm.argmax)(self.logits, self.vocab_start)
         else:  # the sharded sampler's device ops and collectives, captured like the rest
             token = self.ref.sampler(self.logits)
         feed_token(token, self.token, self.pos, self.w.embed, self.x, ring=self.ring)

@@ -28,6 +28,8 @@ reading reduction has completed (griddepcontrol.wait, transitively through the k
 "flag-push": the same with the data moving the other way (kernels/flag_reduce.flag_reduce_push): the
 partial buffers are local, each rank stores its partial into every peer's receive slots (two sets,
 alternating with the reduction's index) before publishing, and sums with local reads only.
+Both flag reducers also give the greedy step's distributed argmax in one kernel (`argmax`), in place of
+Comm.argmax's ops and all-gather.
 No multicast (the launcher's environment turns it off; the multimem ops are never called).
 NoReduce: no collective (each rank alone: the bench's compute-only step; dst is left as it is).
 """
@@ -94,13 +96,15 @@ class FlagReduce:
 
     buffers = None
 
-    def __init__(self, comm: Comm, hidden_size: int, device: torch.device, per_step: int, push: bool = False):
+    def __init__(self, comm: Comm, hidden_size: int, device: torch.device, per_step: int, push: bool = False,
+                 blocks: int | None = None):
+        """blocks: CTAs per reduction (None: kernels.flag_reduce.blocks_for's rule)."""
         import torch.distributed as dist
 
         from kernels.flag_reduce import FLAG_SLOTS, MAX_RANKS, FlagPeers
 
         group = dist.group.WORLD.group_name
-        self.push = push
+        self.push, self.blocks = push, blocks
         if push:  # local partial buffers; every rank's receive slots are symmetric
             a, b = (torch.zeros(hidden_size, dtype=torch.float32, device=device) for _ in range(2))
             recv, hr = _symmetric(2 * MAX_RANKS * hidden_size, torch.float32, device, group)
@@ -121,6 +125,12 @@ class FlagReduce:
         else:
             self.peers = {id(a): (FlagPeers(tuple(ha.buffer_ptrs), flags), b),
                           id(b): (FlagPeers(tuple(hb.buffer_ptrs), flags), a)}
+        from kernels.flag_reduce import ARGMAX_SLOTS
+
+        self.argmax_slots, hs = _symmetric(ARGMAX_SLOTS, torch.int64, device, group)
+        self.argmax_flags, hg = _symmetric(MAX_RANKS, torch.int64, device, group)
+        self._argmax_ptrs = (tuple(hs.buffer_ptrs), tuple(hg.buffer_ptrs))
+        self.token = torch.zeros(1, dtype=torch.int64, device=device)
         torch.cuda.synchronize(device)
         dist.barrier()  # every rank's flags are zero before any rank publishes
         self.r, self.pdl = 0, False
@@ -136,6 +146,14 @@ class FlagReduce:
             else:
                 self.partials[0].zero_()
 
+    def argmax(self, logits: Tensor, offset: int) -> Tensor:
+        """The greedy token [1] int64 over every rank's vocabulary slice (logits: this rank's, ids from
+        offset), ties to the lowest id: Comm.argmax in one kernel (kernels.flag_reduce.flag_argmax), its
+        epoch the step counter (one argmax a step, after begin_step)."""
+        from kernels import flag_reduce as fr
+
+        return fr.flag_argmax(logits, offset, *self._argmax_ptrs, self.step, self.token, self.rank, pdl=self.pdl)
+
     def __call__(self, src: Tensor, dst: Tensor) -> None:
         from kernels import flag_reduce as fr
 
@@ -143,9 +161,11 @@ class FlagReduce:
         assert self.r < self.per_step, f"flag reduce: more than {self.per_step} reductions in one step"
         peers, other = self.peers[id(src)]
         if getattr(self, "push", False):
-            fr.flag_reduce_push(peers, src, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other)
+            fr.flag_reduce_push(peers, src, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other,
+                                blocks=getattr(self, "blocks", None))
         else:
-            fr.flag_reduce(peers, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other)
+            fr.flag_reduce(peers, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other,
+                           blocks=getattr(self, "blocks", None))
         self.r += 1
 
 

@@ -123,3 +123,72 @@ extern "C" __global__ void flag_reduce_push(SrcPtrs recv, FlagPtrs flags, const 
     if (next != nullptr) *reinterpret_cast<float4*>(next + i) = carry ? acc : make_float4(0.f, 0.f, 0.f, 0.f);
   }
 }
+
+// The greedy step's distributed argmax, one CTA of ARGMAX_THREADS: this rank's best (value, global id) over
+// its vocabulary slice logits[0:n) (ids offset..offset+n, ties to the lowest id), packed in 64 bits, stored
+// into every peer's slot slots.p[q][(epoch & 1) * MAX_RANKS + rank], then the epoch (= step[0]: one argmax
+// a step, after the step's reductions) published to flags.p[q][rank]; once every peer's epoch is in, the
+// best over the ranks (ties to the lowest id: what torch.argmax gives on the whole vector) goes to out[0].
+#ifndef ARGMAX_THREADS
+#define ARGMAX_THREADS 1024
+#endif
+__device__ __forceinline__ bool better(float v, u32 i, float bv, u32 bi) { return v > bv || (v == bv && i < bi); }
+
+extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) flag_argmax(
+    const float* __restrict__ logits, int n, u32 offset, FlagPtrs slots, FlagPtrs flags,
+    const u64* __restrict__ step, long long* __restrict__ out, int rank, int world) {
+  __shared__ float sv[32];
+  __shared__ u32 si[32];
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the logits are written
+  float bv = -__int_as_float(0x7f800000);
+  u32 bi = 0xffffffffu;
+  const int n4 = n & ~3;
+  for (int i = threadIdx.x * 4; i < n4; i += blockDim.x * 4) {
+    const float4 v = *reinterpret_cast<const float4*>(logits + i);
+    if (better(v.x, i, bv, bi)) { bv = v.x; bi = i; }
+    if (better(v.y, i + 1, bv, bi)) { bv = v.y; bi = i + 1; }
+    if (better(v.z, i + 2, bv, bi)) { bv = v.z; bi = i + 2; }
+    if (better(v.w, i + 3, bv, bi)) { bv = v.w; bi = i + 3; }
+  }
+  for (int i = n4 + threadIdx.x; i < n; i += blockDim.x)
+    if (better(logits[i], i, bv, bi)) { bv = logits[i]; bi = i; }
+  for (int d = 16; d > 0; d >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, d);
+    const u32 oi = __shfl_xor_sync(0xffffffffu, bi, d);
+    if (better(ov, oi, bv, bi)) { bv = ov; bi = oi; }
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) { sv[warp] = bv; si[warp] = bi; }
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  for (int w = 1; w < (int)(blockDim.x >> 5); ++w)
+    if (better(sv[w], si[w], bv, bi)) { bv = sv[w]; bi = si[w]; }
+  const u64 epoch = step[0];
+  const int base = (int)(epoch & 1) * MAX_RANKS;
+  const u64 mine = ((u64)__float_as_uint(bv) << 32) | (u64)(bi + offset);
+  for (int q = 0; q < world; ++q) {
+    if (q == rank) continue;
+    asm volatile("st.relaxed.sys.global.u64 [%0], %1;" :: "l"(slots.p[q] + base + rank), "l"(mine) : "memory");
+    st_release_sys(flags.p[q] + rank, epoch);
+  }
+  float gv = 0.f;
+  u32 gi = 0xffffffffu;
+  for (int q = 0; q < world; ++q) {
+    u64 p = mine;
+    if (q != rank) {
+      const u64* f = flags.p[rank] + q;
+      if (ld_acquire_sys(f) < epoch) {
+        const u64 t0 = global_ns();
+        while (ld_acquire_sys(f) < epoch) {
+          if (global_ns() - t0 > TIMEOUT_NS) __trap();
+        }
+      }
+      asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(p) : "l"(slots.p[rank] + base + q) : "memory");
+    }
+    const float v = __uint_as_float((u32)(p >> 32));
+    const u32 i = (u32)p;
+    if (q == 0 || better(v, i, gv, gi)) { gv = v; gi = i; }
+  }
+  out[0] = (long long)gi;
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}

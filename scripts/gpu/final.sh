@@ -1,19 +1,35 @@
 #!/usr/bin/env bash
-# The lead's last device call of a session: all GPU tests (check.sh), then the real default model's
-# plain decode (bf16) and the speculative edit workload (spec on/off) and verify cost. A table last.
+# The lead's last device window of a session (single-GPU part; TP: scripts/gpu/tpfuse.sh with
+# SHAPES="qwen2.5-coder-1.5b qwen2.5-coder-3b"). The figures README's Performance, FP8 and Speculative
+# sections cite: FP8 and bf16 in one bench call per shape (random weights, batch 1, ctx 512), the FP8
+# quality gate on the GPU fast path (real default model, then bf16 for comparison), the speculative GPU
+# tests, the verify step's cost and the edit workload on the real model. Each step under a timeout; a table last.
+# env: OUT, MODEL (the real default model .gguf; /tmp/smollm2.gguf), SHAPES (FP8 bench shapes)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}; mkdir -p "$OUT"
-export OUT PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+OUT=${OUT:-out}/final; mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 [ -d /tmp/site ] && export PYTHONPATH=$PYTHONPATH:/tmp/site
 MODEL=${MODEL:-/tmp/smollm2.gguf}
-LIMIT_TESTS=${LIMIT_TESTS:-240} bash scripts/gpu/check.sh
-timeout 70 python3 -m inference.bench --model "$MODEL" --context 512 --tokens 512 --contexts 4096 --ttft 128,1024 \
-  --json "$OUT/bench-default.json" > "$OUT/bench-default.log" 2>&1; echo "bench-default rc=$?"
-timeout 60 python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 \
-  --json "$OUT/verify-1.5b.json" > "$OUT/verify-1.5b.log" 2>&1; echo "verify rc=$?"
-timeout 130 python3 -m inference.bench --workload edit --model "$MODEL" --tokens 256 --repeats 1 \
-  --json "$OUT/edit.json" > "$OUT/edit.log" 2>&1; echo "edit rc=$?"
-echo "=== default model"; tail -6 "$OUT/bench-default.log"
-echo "=== verify"; tail -4 "$OUT/verify-1.5b.log"
-echo "=== edit"; tail -16 "$OUT/edit.log"
+SHAPES=${SHAPES:-qwen2.5-coder-1.5b llama-3.2-1b qwen2.5-coder-3b}
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
+summary=()
+step() {  # step NAME SECONDS CMD...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  echo "=== $name: $*"
+  timeout -s INT -k 5 "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  tail -8 "$OUT/$name.log"
+  summary+=("$(printf '%-26s rc=%-3s %4ss' "$name" "$rc" $((SECONDS - t0)))")
+}
+for s in $SHAPES; do
+  step "fp8-bench-$s" 70 python3 -m inference.bench --shape "$s" --weights fp8,bf16 --tokens 256 --json "$OUT/fp8-bench-$s.json"
+done
+step quality-fp8 60 python3 -m inference.quality --model "$MODEL" --device cuda --weights fp8 --json "$OUT/quality-fp8.json"
+step quality-bf16 60 python3 -m inference.quality --model "$MODEL" --device cuda --json "$OUT/quality-bf16.json"
+step spec-gpu-tests 80 python3 -m pytest -q -p no:cacheprovider -p no:randomly -o addopts= tests/inference/test_speculative_gpu.py
+step verify-smollm2 50 python3 -m inference.bench --workload verify --model "$MODEL" --context 512 --json "$OUT/verify-smollm2.json"
+step verify-1.5b 60 python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 --json "$OUT/verify-1.5b.json"
+step edit 100 python3 -m inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$OUT/edit.json"
+echo "=== summary"; printf '%s\n' "${summary[@]}"

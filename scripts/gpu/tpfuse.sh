@@ -3,7 +3,7 @@
 # in about 150 s: the all-reduce latency at decode sizes (NCCL / symmetric-memory one-shot / flag pull and push,
 # each in a CUDA graph; the flag sums checked bit for bit), the gpu tests of the flag path (the fast ranks' graph vs
 # eager vs the one-GPU fast path; flag vs NCCL greedy tokens and close() within seconds), and inference.bench
-# on the 1.5B shape: TP=2 flag, flag-push, NCCL, TP=1 (each with its compute/sync split). Steps run in priority
+# on the 1.5B shape: TP=2 flag, TP=1, TP=2 NCCL, then flag-push (each TP=2 run with its compute/sync split). Steps run in priority
 # order, each under its own timeout, and are skipped (said so in the table) once the budget is spent.
 # $MODEL is not needed (random weights of the shape). Logs under $OUT/tpfuse/, a table last.
 # env: OUT (default out), BUDGET (seconds, default 150), TOKENS (bench tokens, default 256),
@@ -45,21 +45,21 @@ bench() {  # bench SHAPE TP [REDUCE]
 F=test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path
 
 step allreduce 40 2 python -m inference.parallel.allreduce_bench --tp 2 --sizes 1536,2048 --iters 200 --symm-mem --flag
-grep -A5 "^all-reduce" "$OUT/allreduce.log" 2>/dev/null
+grep -A6 "^all-reduce" "$OUT/allreduce.log" 2>/dev/null
 step test-fast-flag 60 2 $T"$F[qwen2.5-coder-1.5b-flag]"
 grep -h "tp=2 fast ranks" "$OUT/test-fast-flag.log" 2>/dev/null | cut -c1-240
 for shape in $SHAPES; do
   bench "$shape" 2 flag
-  bench "$shape" 2 flag-push
-  bench "$shape" 2 nccl
+  bench "$shape" 1
 done
+step test-flag-vs-nccl 60 2 $T"test_the_flag_reduction_decodes_the_greedy_tokens_of_nccl"
+for shape in $SHAPES; do bench "$shape" 2 nccl; done
 step test-fast-flag-push 60 2 $T"$F[qwen2.5-coder-1.5b-flag-push]"
-step test-flag-vs-nccl 50 2 $T"test_the_flag_reduction_decodes_the_greedy_tokens_of_nccl"
-for shape in $SHAPES; do bench "$shape" 1; done
+for shape in $SHAPES; do bench "$shape" 2 flag-push; done
 
 echo
 grep -h "tp=2 fast ranks\|close() in" "$OUT"/test-*.log 2>/dev/null | cut -c1-240
-grep -h -A5 "^all-reduce" "$OUT/allreduce.log" 2>/dev/null
+grep -h -A6 "^all-reduce" "$OUT/allreduce.log" 2>/dev/null
 python - "$OUT" <<'PY'
 import json, sys
 from pathlib import Path

@@ -302,9 +302,9 @@ def test_the_flag_reduction_gives_every_reduction_of_every_step_a_larger_epoch(m
     from inference.parallel.reduce import FlagReduce
 
     calls = []
-    monkeypatch.setattr(fr, "flag_reduce", lambda peers, dst, step, rank, r, per_step, pdl, next: calls.append(
-        (peers, next, int(step.item()), r, per_step, pdl)))
-    monkeypatch.setattr(fr, "flag_reduce_push", lambda peers, src, dst, step, rank, r, per_step, pdl, next:
+    monkeypatch.setattr(fr, "flag_reduce", lambda peers, dst, step, rank, r, per_step, pdl, next, blocks:
+                        calls.append((peers, next, int(step.item()), r, per_step, pdl)))
+    monkeypatch.setattr(fr, "flag_reduce_push", lambda peers, src, dst, step, rank, r, per_step, pdl, next, blocks:
                         calls.append((peers + "-pushed", next, int(step.item()), r, per_step, pdl)))
     for rank in (0, 1):
         calls.clear()
@@ -312,7 +312,7 @@ def test_the_flag_reduction_gives_every_reduction_of_every_step_a_larger_epoch(m
         x, a, b = torch.full((4,), 3.0), torch.full((4,), 9.0), torch.full((4,), 9.0)
         red.partials, red.peers = (a, b), {id(a): ("peers-of-a", b), id(b): ("peers-of-b", a)}
         red.rank, red.per_step, red.r, red.pdl, red.step = rank, 4, 0, False, torch.zeros(1, dtype=torch.int64)
-        red.push = push
+        red.push, red.blocks = push, None
         for _ in range(2):
             red.begin_step(pdl=True, x=x)
             assert torch.equal(a, x if rank == 0 else torch.zeros(4))
