@@ -25,7 +25,7 @@ Not here: the LM head with argmax (Triton: kernels.fp8_lm_head_argmax), quantiza
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import torch
@@ -140,10 +140,11 @@ def fp8_cuda_rmsnorm_gemv(
 
 def fp8_cuda_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor,
                            x: torch.Tensor, *, pdl: bool = False, l2_prefetch: torch.Tensor | None = None,
-                           config: Config | None = None) -> torch.Tensor:
+                           early: bool | None = None, config: Config | None = None) -> torch.Tensor:
     """Same contract as kernels.fp8_gemv_residual.fp8_gemv_residual (reference: fp8_gemv_residual_ref):
     x[N] += W @ a in place; l2_prefetch: a flat tensor (16-byte aligned, a multiple of 16 bytes) whose bytes
-    the CTAs prefetch into L2 after their main loop, an even share each."""
+    the CTAs prefetch into L2 after their main loop, an even share each. early: release the next kernel (PDL)
+    right after the wait instead of after the main loop (None: the config's)."""
     check_fp8(q, scale, offset)
     n, k = q.shape
     check_vec(a, k, "a")
@@ -154,7 +155,10 @@ def fp8_cuda_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor
     if l2_prefetch is not None:
         pf = l2_prefetch.reshape(-1).view(torch.uint8)
         assert pf.numel() % 16 == 0 and pf.data_ptr() % 16 == 0, "l2_prefetch: 16-byte aligned, 16-byte multiple"
-    _launch("residual", q, scale, offset, a, x, n, config or config_for("residual", n, k), pdl=pdl, pf=pf)
+    cfg = config or config_for("residual", n, k)
+    if early is not None:
+        cfg = replace(cfg, early=early)
+    _launch("residual", q, scale, offset, a, x, n, cfg, pdl=pdl, pf=pf)
     return x
 
 

@@ -37,8 +37,8 @@ def mma_config(rows: int, k: int) -> dict:
     """{BLOCK_N, BLOCK_K, SPLIT_K, num_warps, num_stages} for a W of `rows` x k (gate/up: rows = I, each program
     takes BLOCK_N gate and BLOCK_N up rows). A function of the shape only: a plain step and a verify step of the
     same weight must run the same config. 64 rows per program (each program splits its activation tile again:
-    fewer, wider programs do less of it per weight byte; H100, window 1: gate/up 165 us with 16 rows, 44 us with
-    64 rows and split-K 4), and split-K up to 8 for about 512 programs."""
+    fewer, wider programs do less of it per weight byte; H100, 1.5B: gate/up 165 us with 16 rows, 44 us with
+    64 rows and split-K 4, 45 us with split-K 8), and split-K up to 8 for about 512 programs."""
     if interpreting():
         return {"BLOCK_N": 16, "BLOCK_K": 32, "SPLIT_K": 1, "num_warps": 4, "num_stages": 1}
     if rows > 65536:  # the LM head: rows enough

@@ -59,6 +59,8 @@ class Tuning:
                         "PERF.md: CUDA cluster attention")
     fp8_cuda_gemv: bool = knob(True, "FP8 weights: the CUDA C GEMVs (kernels.fp8_cuda_gemv) instead of the Triton "
                                "FP8 kernels", "PERF.md: FP8 CUDA GEMVs")
+    fp8_o_proj_early: bool = knob(False, "the CUDA FP8 o_proj releases gate/up (PDL) right after its wait, so "
+                                  "gate/up's CTAs load weights beside it", "PERF.md: FP8 CUDA GEMVs")
     stream_gemv: bool = knob(True, "o_proj (and QKV, gate/up up to stream_max_hidden) stream their weights "
                              "through shared memory beside the CUDA attention", "PERF.md: Streamed (\"overlap\") GEMVs")
 
@@ -96,7 +98,7 @@ class Tuning:
     verify_group: int = knob(4, "a speculative verify step's GEMVs take at most 4 columns per program (an 8-token "
                              "step as two neighbouring groups)", "PERF.md: Speculative verify step")
     mma_gemv: bool = knob(False, "the one-launch GEMVs of plain and speculating steps are Triton's: the tensor-core "
-                          "ones cost 2-8x per launch (H100, window 1)", "PERF.md: Tensor-core GEMVs")
+                          "ones make a one-token step 1.78x (H100, 1.5B)", "PERF.md: Tensor-core GEMVs")
 
     def streams_qkv_gate_up(self, hidden_size: int) -> bool:
         """Whether QKV and gate/up stream beside o_proj in the overlap GEMVs, for this hidden size."""

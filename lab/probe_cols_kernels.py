@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 
 import torch
+import triton
 
 from inference.synth import SHAPES
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
@@ -93,8 +94,12 @@ def main():
             for kc in (WIDTHS if cfg is None and not args.sweep else (1, 8)):
                 X = torch.randn(kc, k, device="cuda")
                 O = torch.zeros(kc, out_n, device="cuda")
-                us = in_graph_us(lambda w: mma(X, w, O, cfg), ws)
                 c = default if cfg is None else cfg
+                try:
+                    us = in_graph_us(lambda w: mma(X, w, O, cfg), ws)
+                except triton.runtime.errors.OutOfResources as e:  # a config too large for this GPU: say so, go on
+                    print(f"| {name} | MMA n={kc} {tuple(c.values())} | {type(e).__name__}: shared memory | | |")
+                    break
                 row(f"MMA n={kc} ({c['BLOCK_N']}, {c['BLOCK_K']}, w{c['num_warps']}, s{c['num_stages']}"
                     f"{', split ' + str(c['SPLIT_K']) if c.get('SPLIT_K', 1) > 1 else ''})"
                     + (" default" if cfg is None else ""), us)

@@ -237,8 +237,10 @@ def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str,
     n = t.fp8_down_l2_prefetch
     fp8 = "fp8_cuda_" if gemv_kind == "cuda" else "fp8_"
     down = launch(f"{fp8}gemv_residual", l2_prefetch=Prefetch("next_bytes", n) if n else None)
-    return LayerPlan(attention_kind, gemv_kind, workspace, launch(f"{fp8}rmsnorm_gemv"), attention,
-                     launch(f"{fp8}gemv_residual"), launch(f"{fp8}rmsnorm_gate_up_silu"), down, *_head(t, target))
+    o_proj = launch("fp8_cuda_gemv_residual", early=t.fp8_o_proj_early) if gemv_kind == "cuda" else \
+        launch("fp8_gemv_residual")
+    return LayerPlan(attention_kind, gemv_kind, workspace, launch(f"{fp8}rmsnorm_gemv"), attention, o_proj,
+                     launch(f"{fp8}rmsnorm_gate_up_silu"), down, *_head(t, target))
 
 
 def _head(t: Tuning, target: Target) -> tuple[Launch, Launch]:
