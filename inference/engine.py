@@ -109,7 +109,7 @@ class Engine:
     def from_pretrained(cls, path: str | Path | None = None, device: str = "cpu",
                         dtype: str | torch.dtype | None = None, fast: bool | None = None,
                         max_context: int | None = None, attention: str = "auto", gemv: str = "auto",
-                        tuning: str = "auto", tp: int = 1, tp_reduce: str = "nccl", weights: str | None = None,
+                        tuning: str = "auto", tp: int = 1, tp_reduce: str = "auto", weights: str | None = None,
                         cache_dir: str | Path | None = None) -> "Engine":
         """Load a model: a folder, a .gguf file, "default" / None (SmolLM2-135M-Instruct),
         "synthetic:SHAPE" (random weights, written under cache_dir) or a hub id when online.
@@ -120,7 +120,8 @@ class Engine:
         and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
         tp > 1 splits the model over tp processes (inference.parallel: on GPUs each rank runs the
         fast path's kernels for greedy decode unless fast=False, else the reference path; `close()`
-        stops them; tp_reduce: the fast ranks' all-reduce, nccl, symm or flag). weights: None (the
+        stops them; tp_reduce: the fast ranks' all-reduce, nccl, symm, flag, flag-push, or auto: flag where the
+        GPUs can read each other's memory, else nccl; engine info says which). weights: None (the
         checkpoint's values in dtype), "fp8" (inference.quant: e4m3 linear layers with a scale and
         offset per 32 columns, quantized at load; activations in dtype; Triton GEMVs
         only; off the fast path the reference forward runs the dequantized FP8 values; tp 1 only) or
@@ -194,7 +195,7 @@ class Engine:
             "max_context": ctx,
             "runner": runner.name,
             "tp": tp,
-            "tp_reduce": tp_reduce if runner.name == "tp-cuda-graph" else None,
+            "tp_reduce": getattr(runner, "reduce", tp_reduce) if runner.name == "tp-cuda-graph" else None,
             "fast_path": runner.name not in ("reference", "tp-reference"),  # tp-cuda-graph: greedy decode only
             "tuning": runner.tuning.name if hasattr(runner, "tuning") else None,  # the kernels.tuning row
             "attention": getattr(runner, "attention_mode", None),

@@ -511,9 +511,29 @@ def test_the_fast_ranks_refuse_the_cpu_before_starting_any_process(synth_dir):
     cfg = ModelConfig.from_file(path / "config.json")
     with pytest.raises(EngineError, match="fast path runs on GPUs"):
         launch(LaunchSpec(cfg, None, 2, "cpu", 64, fast=True))
-    with pytest.raises(EngineError, match="reduction must be one of nccl, symm"):
+    with pytest.raises(EngineError, match="reduction must be auto or one of nccl, symm"):
         launch(LaunchSpec(cfg, None, 2, "cuda", 64, fast=True, reduce="ring"))
     assert not torch.distributed.is_initialized()
+
+
+def test_the_default_reduction_is_the_flag_one_where_every_gpu_reads_its_peers_memory(synth_dir, monkeypatch):
+    from kernels import _cuda_rtc
+    from inference.parallel.launch import LaunchSpec, resolve_reduce
+
+    cfg = ModelConfig.from_file(synth_dir("tiny") / "config.json")
+    spec = LaunchSpec(cfg, None, 2, "cuda", 64, fast=True)
+    assert spec.reduce == "auto"
+    assert resolve_reduce(LaunchSpec(cfg, None, 2, "cpu", 64)) == "nccl"  # reference ranks: no fast reducer
+    assert resolve_reduce(LaunchSpec(cfg, None, 2, "cuda", 64, fast=True, reduce="symm")) == "symm"  # as asked
+    peers = {(0, 1): True, (1, 0): True}
+    monkeypatch.setattr(_cuda_rtc, "available", lambda device=None: True)
+    monkeypatch.setattr(torch.cuda, "can_device_access_peer", lambda i, j: peers[(i, j)])
+    assert resolve_reduce(spec) == "flag"
+    peers[(1, 0)] = False  # one direction without peer access: NCCL
+    assert resolve_reduce(spec) == "nccl"
+    peers[(1, 0)] = True
+    monkeypatch.setattr(_cuda_rtc, "available", lambda device=None: False)  # no NVRTC: NCCL
+    assert resolve_reduce(spec) == "nccl"
 
 
 # ---- >= 2 GPUs: NCCL ------------------------------------------------------------------------------
