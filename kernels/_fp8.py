@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._util import interpreting
+from kernels._util import WEIGHT_DTYPES, check_vec, interpreting
 
 E4M3 = torch.float8_e4m3fn
 UNIT = 1.329227995784916e36  # 2.0 ** 120, exact in float32: what the scales are multiplied by
@@ -102,6 +102,30 @@ def check_fp8(q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor) -> Non
         assert t.shape == groups and t.dtype == torch.float32 and t.is_contiguous(), \
             f"{name} must be contiguous {list(groups)} float32"
         assert t.device == q.device
+
+
+def check_residual_args(a, q, scale, offset, x) -> tuple[int, int]:
+    """The checks of an FP8 x[N] += W @ a[K] (Triton and CUDA launchers alike) -> (N, K)."""
+    check_fp8(q, scale, offset)
+    n, k = q.shape
+    check_vec(a, k, "a")
+    check_vec(x, n, "x")
+    assert a.device == q.device == x.device
+    assert a.data_ptr() != x.data_ptr(), "a and x must be different buffers"
+    return n, k
+
+
+def check_gate_up_args(x, norm_w, q, scale, offset, out) -> tuple[int, int]:
+    """The checks of an FP8 out[I] = silu(gate) * up, [gate; up] = W[2I, K] @ rmsnorm(x) -> (I, K)."""
+    check_fp8(q, scale, offset)
+    two_i, k = q.shape
+    assert two_i % 2 == 0, "gate_up must have an even number of rows"
+    i = two_i // 2
+    check_vec(x, k, "x")
+    check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
+    check_vec(out, i, "out")
+    assert x.device == q.device == out.device
+    return i, k
 
 
 def words(q: torch.Tensor) -> torch.Tensor:

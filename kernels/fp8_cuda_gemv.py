@@ -31,8 +31,7 @@ from functools import lru_cache
 import torch
 
 from kernels import _cuda_rtc
-from kernels._fp8 import check_fp8
-from kernels._util import WEIGHT_DTYPES, check_vec
+from kernels._fp8 import check_fp8, check_gate_up_args, check_residual_args
 from kernels.rmsnorm_gemv import check_rmsnorm_gemv_args
 
 MODES = {"rmsnorm_gemv": (0, "fp8_cuda_rmsnorm_gemv"), "residual": (1, "fp8_cuda_gemv_residual"),
@@ -145,12 +144,7 @@ def fp8_cuda_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor
     x[N] += W @ a in place; l2_prefetch: a flat tensor (16-byte aligned, a multiple of 16 bytes) whose bytes
     the CTAs prefetch into L2 after their main loop, an even share each. early: release the next kernel (PDL)
     right after the wait instead of after the main loop (None: the config's)."""
-    check_fp8(q, scale, offset)
-    n, k = q.shape
-    check_vec(a, k, "a")
-    check_vec(x, n, "x")
-    assert a.device == q.device == x.device
-    assert a.data_ptr() != x.data_ptr(), "a and x must be different buffers"
+    n, k = check_residual_args(a, q, scale, offset, x)
     pf = None
     if l2_prefetch is not None:
         pf = l2_prefetch.reshape(-1).view(torch.uint8)
@@ -168,14 +162,7 @@ def fp8_cuda_rmsnorm_gate_up_silu(
 ) -> torch.Tensor:
     """Same contract as kernels.fp8_gate_up_silu.fp8_rmsnorm_gate_up_silu (reference:
     fp8_rmsnorm_gate_up_silu_ref)."""
-    check_fp8(q, scale, offset)
-    two_i, k = q.shape
-    assert two_i % 2 == 0, "gate_up must have an even number of rows"
-    i = two_i // 2
-    check_vec(x, k, "x")
-    check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    check_vec(out, i, "out")
-    assert x.device == q.device == out.device
+    i, k = check_gate_up_args(x, norm_w, q, scale, offset, out)
     _launch("gate_up", q, scale, offset, x, out, i, config or config_for("gate_up", i, k), norm_w=norm_w,
             eps=eps, pdl=pdl)
     return out

@@ -14,8 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._fp8 import GW, UNIT, check_fp8, dequantize, fp8_config, group_tile, load_words, word_offsets, words
-from kernels._util import WEIGHT_DTYPES, check_vec, pdl_launch_kwargs
+from kernels._fp8 import GW, UNIT, check_gate_up_args, dequantize, fp8_config, group_tile, load_words, word_offsets, words
+from kernels._util import pdl_launch_kwargs
 
 
 # Contract:
@@ -71,14 +71,7 @@ def fp8_rmsnorm_gate_up_silu(
     """out[I] = silu(gate) * up with [gate; up] = W[2I, K] @ (rmsnorm(x) * norm_w), W = offset + scale * Q;
     returns out.
     config: as fp8_rmsnorm_gemv."""
-    check_fp8(q, scale, offset)
-    two_i, k = q.shape
-    assert two_i % 2 == 0, "gate_up must have an even number of rows"
-    i = two_i // 2
-    check_vec(x, k, "x")
-    check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    check_vec(out, i, "out")
-    assert x.device == q.device == out.device
+    i, k = check_gate_up_args(x, norm_w, q, scale, offset, out)
     cfg = config or fp8_config("gate_up", i, k)
     _fp8_gate_up_silu_kernel[(triton.cdiv(i, cfg["BLOCK_N"]),)](
         x, norm_w, words(q), scale, offset, out, i, k, k // 4, k // 32, eps, UNIT, USE_PDL=pdl, **cfg,

@@ -14,8 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._fp8 import GW, UNIT, check_fp8, dequantize, fp8_config, group_tile, load_words, word_offsets, words
-from kernels._util import check_vec, interpreting, pdl_launch_kwargs
+from kernels._fp8 import GW, UNIT, check_residual_args, dequantize, fp8_config, group_tile, load_words, word_offsets, words
+from kernels._util import interpreting, pdl_launch_kwargs
 
 
 # Contract:
@@ -68,12 +68,7 @@ def fp8_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, off
     (16-byte multiple; GPU only) whose bytes the programs prefetch into L2 after their main loop, 32 KB each,
     in pid order.
     config: as fp8_rmsnorm_gemv."""
-    check_fp8(q, scale, offset)
-    n, k = q.shape
-    check_vec(a, k, "a")
-    check_vec(x, n, "x")
-    assert a.device == q.device == x.device
-    assert a.data_ptr() != x.data_ptr(), "a and x must be different buffers"
+    n, k = check_residual_args(a, q, scale, offset, x)
     cfg = config or fp8_config("residual", n, k)
     pf = x.view(torch.uint8) if l2_prefetch is None else l2_prefetch.view(-1).view(torch.uint8)
     assert l2_prefetch is None or (pf.numel() % 16 == 0 and pf.data_ptr() % 16 == 0 and not interpreting())
