@@ -18,8 +18,8 @@ whose linear layers (QKV, o_proj, gate/up, down and, when asked, the LM head) ar
 biases and the embedding table stay as they are (the embedding is read one row per token: FP8 would
 save memory, not time). The GPU fast path (inference.fast.fp8) decodes with these directly;
 `dequantize_model` gives the same numbers back as plain tensors, so the reference forward on CPU runs
-the FP8 model exactly (the "FP8 reference" of the quality gate and the tests). `linear` is F.linear
-for either kind (the prefill dequantizes each FP8 weight just before its GEMM).
+the FP8 model exactly (the "FP8 reference" of the quality gate and the tests). The GPU prefill
+dequantizes each FP8 weight just before its GEMM (inference.fast.prefill.linear).
 
 Not here: FP8 activations or KV cache, the kernels (kernels/fp8_*.py).
 """
@@ -29,7 +29,6 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from .weights import LayerWeights, ModelWeights
@@ -101,13 +100,6 @@ def quantize_fp8(w: Tensor) -> Fp8Weight:
         scale[r:r + step], offset[r:r + step] = s, mid
         q[r:r + step] = ((g - mid[..., None]) / s[..., None]).clamp_(-E4M3_MAX, E4M3_MAX).view(-1, k).to(E4M3)
     return Fp8Weight(q, scale, offset)
-
-
-def linear(x: Tensor, w: Tensor | Fp8Weight, bias: Tensor | None = None) -> Tensor:
-    """F.linear for a plain weight or an Fp8Weight (dequantized to x's dtype first)."""
-    if isinstance(w, Fp8Weight):
-        w = w.dequantize(x.dtype)
-    return F.linear(x, w, bias)
 
 
 def quantize_model(weights: ModelWeights, lm_head: bool = True) -> ModelWeights:

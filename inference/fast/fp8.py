@@ -12,7 +12,7 @@ step plan (inference.fast.plan, for FP8 weights) changes only the weight-reading
                                                  layer) into L2
 then the LM head: fp8_lm_head_argmax for greedy steps, fp8_rmsnorm_gemv + the sampler otherwise (the
 bf16 kernels where the LM head stayed bf16). Activations are float32 between kernels as in bf16;
-prefill dequantizes each weight before its cuBLAS GEMM (inference.quant.linear).
+prefill dequantizes each weight before its cuBLAS GEMM (inference.fast.prefill.linear, kernels/fp8_dequantize).
 
 Not here: the streamed bf16 GEMVs (kernels.stream_gemv; for FP8 use_gemv "overlap" means the CUDA FP8
 GEMVs), quantization (inference.quant).

@@ -7,8 +7,8 @@ tests/inference/test_fp8_fast_path.py."""
 import pytest
 import torch
 
-from inference.quant import (Q_HALF_RANGE, Fp8Weight, dequantize_model, describe, linear, quantize_fp8,
-                             quantize_model)
+from inference.fast.prefill import linear
+from inference.quant import Q_HALF_RANGE, Fp8Weight, dequantize_model, describe, quantize_fp8, quantize_model
 
 
 def test_quantize_gives_each_group_of_32_columns_its_mid_range_offset_and_half_range_scale():
