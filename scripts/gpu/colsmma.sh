@@ -9,16 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}; LOG=$OUT/colsmma; mkdir -p "$LOG"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-summary=()
-step() {  # step NAME SECONDS CMD...: run with a time limit and its log in $LOG/NAME.log
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
-  echo "=== $name: $*"
-  timeout "$limit" "$@" > "$LOG/$name.log" 2>&1
-  local rc=$?
-  tail -4 "$LOG/$name.log"
-  summary+=("$(printf '%-14s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - t0)) "$(grep -E '[0-9]+ (passed|failed)' "$LOG/$name.log" | tail -1)")")
-}
+source scripts/gpu/lib.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 # the verify bench (both GEMV families of the speculation) compiles the PDL variants first
 step verify-1.5b 40 python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 \
@@ -31,7 +22,7 @@ step kernel-tests 30 python3 -m pytest -q -x -p no:cacheprovider -p no:randomly 
 echo
 grep -hE "verify steps|FAILED|Error|error" "$LOG/gpu-tests.log" "$LOG/kernel-tests.log" | head -16
 echo
-printf '%s\n' "${summary[@]}"
+summary
 echo
 grep -E "^\| (down|gate_up)" "$LOG/sweep.log" | tail -32
 grep -E "^\||kernels|context" "$LOG/verify-1.5b.log" | tail -10

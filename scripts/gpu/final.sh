@@ -7,22 +7,13 @@
 # env: OUT, MODEL (the real default model .gguf; /tmp/smollm2.gguf), SHAPES (FP8 bench shapes)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}/final; mkdir -p "$OUT"
+OUT=${OUT:-out}/final; LOG=$OUT; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 [ -d /tmp/site ] && export PYTHONPATH=$PYTHONPATH:/tmp/site
 MODEL=${MODEL:-/tmp/smollm2.gguf}
 SHAPES=${SHAPES:-qwen2.5-coder-1.5b llama-3.2-1b qwen2.5-coder-3b}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
-summary=()
-step() {  # step NAME SECONDS CMD...
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
-  echo "=== $name: $*"
-  timeout -s INT -k 5 "$limit" "$@" > "$OUT/$name.log" 2>&1
-  local rc=$?
-  tail -8 "$OUT/$name.log"
-  summary+=("$(printf '%-26s rc=%-3s %4ss' "$name" "$rc" $((SECONDS - t0)))")
-}
+source scripts/gpu/lib.sh
 for s in $SHAPES; do
   step "fp8-bench-$s" 70 python3 -m inference.bench --shape "$s" --weights fp8,bf16 --tokens 256 --json "$OUT/fp8-bench-$s.json"
 done
@@ -32,4 +23,4 @@ step spec-gpu-tests 80 python3 -m pytest -q -p no:cacheprovider -p no:randomly -
 step verify-smollm2 50 python3 -m inference.bench --workload verify --model "$MODEL" --context 512 --json "$OUT/verify-smollm2.json"
 step verify-1.5b 60 python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 --json "$OUT/verify-1.5b.json"
 step edit 100 python3 -m inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$OUT/edit.json"
-echo "=== summary"; printf '%s\n' "${summary[@]}"
+summary

@@ -12,20 +12,8 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}; LOG=$OUT/fp8cuda; mkdir -p "$LOG"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 SHAPES="qwen2.5-coder-1.5b qwen2.5-coder-3b llama-3.2-1b"
-summary=()
 BUDGET=${BUDGET:-148}  # seconds for all steps (the window kills at 170 s; the tables come after)
-step() {  # step NAME SECONDS CMD...: run with its log in $LOG/NAME.log under a timeout (at most what is left of
-  # BUDGET), remember the exit status
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS left=$((BUDGET - SECONDS))
-  [ "$left" -lt "$limit" ] && limit=$left
-  if [ "$limit" -lt 5 ]; then summary+=("$(printf '%-30s skipped (no time left)' "$name")"); return; fi
-  echo "=== $name: $*"
-  timeout "$limit" "$@" > "$LOG/$name.log" 2>&1
-  local rc=$?
-  tail -5 "$LOG/$name.log"
-  summary+=("$(printf '%-30s rc=%-3s %4ss' "$name" "$rc" $((SECONDS - t0)))")
-}
+source scripts/gpu/lib.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$LOG/gpu.txt" 2>&1
 PYTEST=(python3 -m pytest -m gpu -q -p no:cacheprovider -p no:randomly -o addopts="" -rfE)
 step kernel-tests 30 "${PYTEST[@]}" -x tests/kernels/test_fp8_cuda_gemv.py
@@ -39,7 +27,7 @@ step qwen3-graph-eager 15 python3 scripts/gpu/fp8_graph_eager.py --shape qwen3-1
 step bench-llama-3.2-1b 32 python3 -m inference.bench --shape llama-3.2-1b --weights fp8,bf16 --tokens 256 \
   --json "$LOG/bench-llama-3.2-1b.json"
 step probe 40 python3 -m lab.probe_fp8_cuda --shapes qwen2.5-coder-1.5b,qwen2.5-coder-3b --quick
-echo "=== summary"; printf '%s\n' "${summary[@]}"
+summary
 echo "=== tests"; grep -h " passed\| failed\|^FAILED\|^ERROR" "$LOG/kernel-tests.log" "$LOG/fast-path-tests.log" 2>/dev/null
 echo "=== qwen3-1.7b shape, FP8, greedy: graph vs eager"
 grep -h "^attention\|^prefill" "$LOG/qwen3-graph-eager.log" 2>/dev/null

@@ -11,16 +11,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}; LOG=$OUT/spec; mkdir -p "$LOG"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 MODEL=${MODEL:-/tmp/smollm2.gguf}
-summary=()
-step() {  # step NAME SECONDS CMD...: run with a time limit and its log in $LOG/NAME.log
-  local name=$1 limit=$2; shift 2
-  local t0=$SECONDS
-  echo "=== $name: $*"
-  timeout "$limit" "$@" > "$LOG/$name.log" 2>&1
-  local rc=$?
-  tail -3 "$LOG/$name.log"
-  summary+=("$(printf '%-14s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - t0)) "$(grep -E '[0-9]+ (passed|failed)' "$LOG/$name.log" | tail -1)")")
-}
+source scripts/gpu/lib.sh
 # the 1.5B's column kernels compile in the first step; the later ones find them in Triton's cache
 step verify-1.5b 60 python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 \
   --json "$LOG/verify_1.5b.json"
@@ -39,7 +30,7 @@ echo
 grep -hE "verify steps|FAILED|Error" "$LOG/gpu-tests.log" | head -12
 grep -hE "FAILED" "$LOG/kernel-tests.log" | head -8
 echo
-printf '%s\n' "${summary[@]}"
+summary
 echo
 grep -E "^\||kernels|context" "$LOG/verify-1.5b.log" | tail -9
 [ -f "$LOG/edit.log" ] && grep -E "^\||real weights|random weights|^off" "$LOG/edit.log"

@@ -1,0 +1,25 @@
+# Sourced by the device-window scripts (scripts/gpu/*.sh): `step` runs one step of a window with its log in
+# $LOG/NAME.log under a time limit, never past BUDGET seconds of the script (when BUDGET is set), and keeps a
+# summary line (exit status, seconds, pytest's counts); `summary` prints those lines. Set LOG first.
+summary_lines=()
+
+step() {  # step NAME SECONDS CMD...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  if [ -n "${BUDGET:-}" ]; then
+    local left=$((BUDGET - SECONDS))
+    if [ "$left" -lt 5 ]; then summary_lines+=("$(printf '%-26s skipped (no time left)' "$name")"); return; fi
+    [ "$left" -lt "$limit" ] && limit=$left
+  fi
+  echo "=== $name: $*"
+  timeout -s INT -k 5 "$limit" "$@" > "$LOG/$name.log" 2>&1
+  local rc=$?
+  tail -6 "$LOG/$name.log"
+  summary_lines+=("$(printf '%-26s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - t0)) \
+    "$(grep -E '[0-9]+ (passed|failed)' "$LOG/$name.log" | tail -1)")")
+}
+
+summary() {
+  echo "=== summary"
+  printf '%s\n' "${summary_lines[@]}"
+}
