@@ -32,7 +32,7 @@ from .detokenizer import IncrementalDetokenizer
 from .errors import EngineError, ParamsError, PromptError
 from .hub import resolve_model_path
 from .prompts import Prompt, build_prompt_ids
-from .quant import FP8_LM_HEAD, dequantize_model, describe, quantize_model
+from .quant import FP8_LM_HEAD, dequantize_model, describe, quantize_model, source_dtype
 from .runner import ReferenceRunner, Runner
 from .sampling import SamplingParams
 from .source import open_checkpoint
@@ -160,10 +160,12 @@ class Engine:
                                        fast=device.startswith("cuda") and fast is not False,
                                        attention=attention, gemv=gemv, tuning=tuning, reduce=tp_reduce))
         else:
-            tensors = load(device=device)
-            if fp8:
-                tensors = quantize_model(tensors, lm_head=FP8_LM_HEAD)
+            if fp8:  # quantized from the checkpoint's own values (float32 where they are finer than dtype)
+                tensors = ckpt.loader(source_dtype(ckpt.card, dtype))(device=device)
+                tensors = quantize_model(tensors, lm_head=FP8_LM_HEAD, dtype=dtype)
                 weights_detail = describe(tensors)
+            else:
+                tensors = load(device=device)
             if on_fast_path:
                 from kernels import tuning as tuning_table  # imports Triton; only on GPU machines
 

@@ -102,17 +102,33 @@ def quantize_fp8(w: Tensor) -> Fp8Weight:
     return Fp8Weight(q, scale, offset)
 
 
-def quantize_model(weights: ModelWeights, lm_head: bool = True) -> ModelWeights:
-    """The same model with every layer's linear weights (and the LM head if `lm_head`) in FP8.
+def source_dtype(card: dict, dtype: torch.dtype) -> torch.dtype:
+    """The dtype to load a checkpoint in before quantizing it to FP8 for a model that runs in `dtype`: float32
+    where the checkpoint's values are finer than `dtype` (GGUF blocks, float32 files), so each group is fitted
+    to its own values. A GGUF Q4_1 block's 16 levels then come back exactly (through bf16 first, 10% do)."""
+    if card.get("format") == "gguf" or card.get("source_dtype") == "float32":
+        return torch.float32
+    return dtype
 
-    Each bf16 tensor is dropped as soon as its FP8 copy exists (peak memory: the model plus one
-    weight's temporaries). A tied LM head gets its own FP8 copy; the embedding stays as it is."""
+
+def quantize_model(weights: ModelWeights, lm_head: bool = True, dtype: torch.dtype | None = None) -> ModelWeights:
+    """The same model with every layer's linear weights (and the LM head if `lm_head`) in FP8, its other
+    tensors (norms, biases, the embedding, a 16-bit LM head) cast to `dtype` (None: left as they are).
+
+    Each source tensor is dropped as soon as its FP8 copy exists (peak memory: the model plus one
+    weight's temporaries). A tied LM head gets its own FP8 copy, or stays the embedding tensor."""
+    def cast(t):
+        return t if t is None or dtype is None else t.to(dtype)
+
     layers = []
     for i, layer in enumerate(weights.layers):
-        layers.append(replace(layer, **{f: quantize_fp8(getattr(layer, f)) for f in LINEAR_FIELDS}))
-        weights.layers[i] = layers[-1]  # the caller's bf16 copies go as we go
-    head = quantize_fp8(weights.lm_head) if lm_head else weights.lm_head
-    return ModelWeights(embed=weights.embed, layers=layers, norm=weights.norm, lm_head=head)
+        fp8 = {f: quantize_fp8(getattr(layer, f)) for f in LINEAR_FIELDS}
+        layers.append(replace(layer, **fp8, **{f.name: cast(getattr(layer, f.name)) for f in fields(layer)
+                                                   if f.name not in fp8}))
+        weights.layers[i] = layers[-1]  # the caller's source copies go as we go
+    embed = cast(weights.embed)
+    head = quantize_fp8(weights.lm_head) if lm_head else embed if weights.tied else cast(weights.lm_head)
+    return ModelWeights(embed=embed, layers=layers, norm=cast(weights.norm), lm_head=head)
 
 
 def dequantize_model(weights: ModelWeights, dtype: torch.dtype = torch.float32) -> ModelWeights:

@@ -104,6 +104,45 @@ def test_quantize_model_replaces_the_linear_layers_and_keeps_the_rest(synth_dir,
     assert torch.equal(plain.layers[1].down, q.layers[1].down.dequantize()) and plain.tied == q.tied
 
 
+@pytest.mark.parametrize("shape", ["tiny", "tiny-untied"])
+def test_quantize_model_casts_the_rest_to_the_run_dtype_and_keeps_a_tied_head_tied(synth_dir, shape):
+    from inference.checkpoint import load_weights
+    from inference.config import ModelConfig
+
+    path = synth_dir(shape)
+    cfg = ModelConfig.from_file(path / "config.json")
+    q = quantize_model(load_weights(path, cfg), lm_head=False, dtype=torch.bfloat16)
+    layer = q.layers[0]
+    assert isinstance(layer.down, Fp8Weight) and layer.attn_norm.dtype == layer.mlp_norm.dtype == torch.bfloat16
+    assert layer.qkv_bias is None or layer.qkv_bias.dtype == torch.bfloat16
+    assert q.embed.dtype == q.norm.dtype == q.lm_head.dtype == torch.bfloat16
+    assert q.tied == cfg.tie_word_embeddings
+
+
+def test_fp8_is_quantized_from_float32_where_the_checkpoint_is_finer_than_the_run_dtype():
+    from inference.quant import source_dtype
+
+    assert source_dtype({"format": "gguf"}, torch.bfloat16) == torch.float32
+    assert source_dtype({"format": "safetensors", "source_dtype": "float32"}, torch.bfloat16) == torch.float32
+    assert source_dtype({"format": "safetensors", "source_dtype": "bfloat16"}, torch.bfloat16) == torch.bfloat16
+
+
+def test_the_default_models_q4_1_layers_come_back_exactly_in_fp8():
+    """SmolLM2's GGUF Q4_1 linear layers, quantized from float32 as the engine does for a bf16 run, dequantize to
+    the file's values bit for bit (through bf16 first, about 10% of them would)."""
+    from inference.hub import resolve_model_path
+    from inference.source import open_checkpoint
+
+    ckpt = open_checkpoint(resolve_model_path("default"))
+    exact = ckpt.load_weights("cpu", torch.float32)
+    wanted = [[getattr(layer, f).clone() for f in ("qkv", "o", "gate_up", "down")] for layer in exact.layers]
+    q = quantize_model(exact, lm_head=False, dtype=torch.bfloat16)
+    for layer, values in zip(q.layers, wanted):
+        for f, w in zip(("qkv", "o", "gate_up", "down"), values):
+            assert torch.equal(getattr(layer, f).dequantize(), w), f
+    assert q.embed.dtype == torch.bfloat16 and q.tied
+
+
 def test_engine_fp8_on_cpu_runs_the_fp8_reference(synth_dir):
     from inference.checkpoint import load_weights
     from inference.engine import Engine, FinishEvent
