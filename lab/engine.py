@@ -10,10 +10,10 @@ from inference.sampling import SamplingParams
 from inference.synth import write_checkpoint
 
 
-def random_engine(shape: str, max_context: int, tmp: str | Path) -> Engine:
-    """An Engine on CUDA over a synthetic checkpoint of `shape` written under `tmp`."""
+def random_engine(shape: str, max_context: int, tmp: str | Path, weights: str | None = None) -> Engine:
+    """An Engine on CUDA over a synthetic checkpoint of `shape` written under `tmp` (weights: e.g. "fp8")."""
     path = write_checkpoint(shape, Path(tmp) / "m", device="cuda")
-    return Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=max_context)
+    return Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=max_context, weights=weights)
 
 
 def greedy_graph(engine: Engine, context: int, warmup: int = 5) -> torch.cuda.CUDAGraph:

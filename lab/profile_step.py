@@ -1,8 +1,8 @@
 """Where a decode step's time goes, kernel by kernel (GPU only):
 
-    python -m lab.profile_step [shape] [--context 512] [--no-floor]
+    python -m lab.profile_step [shape] [--context 512] [--weights fp8,bf16] [--no-floor]
 
-1. Timeline: the greedy step's CUDA graph (the engine's FastRunner, random weights) replayed under
+1. Timeline, per weight format: the greedy step's CUDA graph (the engine's runner, random weights) replayed under
    torch.profiler; for every kernel of a step: its duration, and its exclusive time = its end minus
    the previous kernel's end (what it adds to the step; with PDL kernels overlap, so durations add
    up to more than the step). Medians over layers and replays, per kernel kind.
@@ -32,9 +32,9 @@ def kind(name: str) -> str:
     return next((k for pat, k in KINDS if pat in name), name[:30])
 
 
-def timeline(shape: str, context: int, replays: int = 20):
+def timeline(shape: str, context: int, replays: int = 20, weights: str | None = None):
     tmp = tempfile.TemporaryDirectory()
-    engine = random_engine(shape, context + 4 * replays + 64, tmp.name)
+    engine = random_engine(shape, context + 4 * replays + 64, tmp.name, weights=weights)
     g = greedy_graph(engine, context)
     plain_us = replay_us(g, replays)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
@@ -45,7 +45,7 @@ def timeline(shape: str, context: int, replays: int = 20):
     prof.export_chrome_trace(str(trace))
     events = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "kernel"]
     events.sort(key=lambda e: e["ts"])
-    per_step = 5 * engine.cfg.num_layers + 1
+    per_step = len(events) // replays  # 5 a layer + the LM head's, for the greedy fused step
     steps = [events[i:i + per_step] for i in range(0, len(events) - per_step + 1, per_step)]
     dur, excl, lead = defaultdict(list), defaultdict(list), defaultdict(list)
     step_us = []
@@ -62,7 +62,7 @@ def timeline(shape: str, context: int, replays: int = 20):
                 excl[k].append(end - prev_end)
                 lead[k].append(e["ts"] - prev_end)
             prev_end = end
-    print(f"\n[{shape}, ctx {context}] step: {plain_us:.1f} us replayed plainly, "
+    print(f"\n[{shape}, {engine.info['weights']} weights ({engine.info['runner']}), ctx {context}] step: {plain_us:.1f} us replayed plainly, "
           f"{statistics.median(step_us):.1f} us first-start to last-end under the profiler "
           f"({len(steps) - 2} steps, {len(events)} kernels)")
     print(f"  {'kernel':10s} {'n/step':>6s} {'dur us':>8s} {'excl us':>8s} {'start-prev end':>15s} {'excl/step':>10s}")
@@ -144,8 +144,10 @@ if __name__ == "__main__":
     ap = argparse.ArgumentParser()
     ap.add_argument("shape", nargs="?", default="qwen2.5-coder-1.5b")
     ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--weights", default="bf16", help="comma-separated weight formats, one timeline each (bf16, fp8)")
     ap.add_argument("--no-floor", action="store_true", help="the timeline only")
     args = ap.parse_args()
     if not args.no_floor:
         boundary_floor()
-    timeline(args.shape, args.context)
+    for w in args.weights.split(","):
+        timeline(args.shape, args.context, weights=None if w == "bf16" else w)
