@@ -37,9 +37,13 @@ from lab.bench_kernels import copies, copy_bandwidth, in_graph_us
 CANDIDATES = {  # other CUDA configs tried per kind (the rule's first)
     "gemv": [Config(R=1, WK=1, NW=8), Config(R=2, WK=2, NW=8), Config(R=4, WK=1, NW=4), Config(R=2, WK=1, NW=8)],
     "residual": [Config(R=2, WK=2, NW=8), Config(R=1, WK=4, NW=8), Config(R=2, WK=8, NW=8, U=2),
-                 Config(R=4, WK=4, NW=8, U=2)],
+                 Config(R=4, WK=4, NW=8, U=2),
+                 # more CTAs for down's few rows (the rule's 192 leave most H100/H200 SMs one CTA), deeper batches
+                 Config(R=1, WK=2, NW=8, cvt=True), Config(R=1, WK=2, NW=4, cvt=True),
+                 Config(R=2, WK=2, NW=8, U=8, cvt=True)],
     "gate_up": [Config(R=2, WK=1, NW=8, early=True), Config(R=1, WK=1, NW=4, early=True),
-                Config(R=1, WK=2, NW=8, early=True), Config(R=1, WK=1, NW=8)],
+                Config(R=1, WK=2, NW=8, early=True), Config(R=1, WK=1, NW=8),
+                Config(R=2, WK=1, NW=8, early=True, cvt=True)],
 }
 
 
