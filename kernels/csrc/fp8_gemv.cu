@@ -5,7 +5,10 @@
 //   per warp; WK warps per row group (they split K); NW warps per CTA; U chunks per row loaded per batch;
 //   NORM_KIND / BIAS_KIND (-1 none, 0 bf16, 1 fp16, 2 fp32); EARLY (release the next kernel right after
 //   the PDL wait instead of after the main loop); PF (the l2_prefetch span is used); CVT (unpack with the
-//   hardware e4m3x2 -> f16x2 conversion instead of integer ops).
+//   hardware e4m3x2 -> f16x2 conversion instead of integer ops); SPLIT (residual mode only: K in SPLIT slices,
+//   one CTA per row block and slice, each staging only its slice of the activation; the slices' sums go to
+//   part[slice][row] and the block's last CTA to finish, by a ticket, adds them to out in slice order: the
+//   same bits whichever CTA is last, and it puts the ticket back to 0).
 // Weights: q [N, K] e4m3 row-major, scale / offset [N, K/32] float32: w = offset + scale * q per group of 32.
 // A lane reads 16-byte chunks (half a group: 4 words) of its rows, chunk c = lane + 32 * (wk + WK * i);
 // batches of U chunks per row are in registers, the first issued before the PDL wait (weights do not depend
@@ -20,7 +23,14 @@
 // YS = 2^56 (with CVT q' = q and YS = 2^-64)
 // then (norm modes) times rstd. Warp shuffles reduce the lanes, shared memory the WK warps of a row group.
 #include "common.cuh"
-#define NCH (KDIM / 16)                      // 16-byte chunks per row
+#ifndef SPLIT
+#define SPLIT 1
+#endif
+#if SPLIT > 1 && MODE != 1
+#error "SPLIT > 1 is for the residual mode only (a norm needs the whole row)"
+#endif
+#define NCH (KDIM / 16 / SPLIT)              // 16-byte chunks per row in a CTA's K slice (all of K: SPLIT 1)
+#define KSL (KDIM / SPLIT)                   // columns of a K slice
 #define KG (KDIM / 32)                       // groups per row
 #define STRIDE (32 * WK)                     // chunk stride of a lane
 #define PER ((NCH + STRIDE - 1) / STRIDE)    // chunks per lane and row (at most)
@@ -29,13 +39,14 @@
 #define GROUPS (NW / WK)                     // row groups per CTA
 #define UNITS_PER_CTA (GROUPS * R)
 #define NT (NW * 32)                         // threads per CTA
-#define NIT ((KDIM / 4 + NT - 1) / NT)       // activation float4s per thread
+#define NIT ((KSL / 4 + NT - 1) / NT)        // activation float4s per thread
 #define PRE (NIT < 8 ? NIT : 8)              // of which loaded at once
 #define XS 1.8446744073709552e19f            // 2^64
 
 struct Params {  // mirrored by _Params in kernels/fp8_cuda_gemv.py
   const unsigned char* q; const float* scale; const float* offset; const float* act; const void* norm_w;
   const void* bias; float* out; const unsigned char* pf; unsigned long long pf_bytes; int units; float eps;
+  float* part; int* tickets;  // SPLIT > 1: the slices' sums [SPLIT][units], one ticket per row block (0 between launches)
 };
 
 __device__ __forceinline__ float h2f(u32 bits16) {
@@ -103,16 +114,18 @@ __device__ __forceinline__ float4 norm4(const void* p, int k4) {
 
 struct Batch { uint4 w[NROWS][U]; float s[NROWS][U], o[NROWS][U]; };
 
-__device__ __forceinline__ void load_batch(const Params& prm, const long long* rows, const bool* ok, int c0, Batch& b) {
+// Chunks c0, c0 + STRIDE, ... of the slice starting at chunk cofs of the rows.
+__device__ __forceinline__ void load_batch(const Params& prm, const long long* rows, const bool* ok, int cofs, int c0,
+                                           Batch& b) {
 #pragma unroll
   for (int r = 0; r < NROWS; ++r)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + u * STRIDE;
       if (ok[r] && c < NCH) {
-        b.w[r][u] = ld_stream(prm.q + rows[r] * KDIM + c * 16);
-        b.s[r][u] = __ldg(prm.scale + rows[r] * KG + (c >> 1));
-        b.o[r][u] = __ldg(prm.offset + rows[r] * KG + (c >> 1));
+        b.w[r][u] = ld_stream(prm.q + rows[r] * KDIM + (cofs + c) * 16);
+        b.s[r][u] = __ldg(prm.scale + rows[r] * KG + ((cofs + c) >> 1));
+        b.o[r][u] = __ldg(prm.offset + rows[r] * KG + ((cofs + c) >> 1));
       } else {
         b.w[r][u] = make_uint4(0u, 0u, 0u, 0u);
         b.s[r][u] = 0.f;
@@ -129,14 +142,16 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
   __shared__ float ssq_red[NW];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int group = warp / WK, wk = warp % WK;
-  const int unit0 = blockIdx.x * UNITS_PER_CTA + group * R;
+  const int rb = blockIdx.x / SPLIT, slice = blockIdx.x % SPLIT;  // row block, K slice
+  const int cofs = slice * NCH;                                   // the slice's first chunk
+  const int unit0 = rb * UNITS_PER_CTA + group * R;
   long long rows[NROWS];
   bool ok[NROWS];
 #pragma unroll
   for (int r = 0; r < NROWS; ++r) rows[r] = slot_row(prm, unit0, r, ok[r]);
   const int cbase = lane + 32 * wk;
   Batch cur;
-  load_batch(prm, rows, ok, cbase, cur);  // before the wait: weights do not depend on the previous kernel
+  load_batch(prm, rows, ok, cofs, cbase, cur);  // before the wait: weights do not depend on the previous kernel
   float bias[R];
 #pragma unroll
   for (int r = 0; r < R; ++r)
@@ -161,14 +176,15 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
     float4 v[PRE];
 #pragma unroll
     for (int i = 0; i < PRE; ++i) {
-      const int k4 = tid + (i0 + i) * NT;
-      v[i] = i0 + i < NIT && k4 < KDIM / 4 ? __ldcg((const float4*)prm.act + k4) : make_float4(0.f, 0.f, 0.f, 0.f);
+      const int k4 = tid + (i0 + i) * NT;  // within the slice
+      v[i] = i0 + i < NIT && k4 < KSL / 4 ? __ldcg((const float4*)prm.act + 4 * cofs + k4)
+                                          : make_float4(0.f, 0.f, 0.f, 0.f);
     }
 #pragma unroll
     for (int i = 0; i < PRE; ++i) {
       if (i0 + i >= NIT) break;
       const int k4 = tid + (i0 + i) * NT;
-      const bool in = k4 < KDIM / 4;
+      const bool in = k4 < KSL / 4;
       float4 x = v[i];
       ssq += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
       if (NORM_KIND >= 0) {
@@ -203,7 +219,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
 #pragma unroll 1
   for (int b = 0; b < NB; ++b) {
     Batch nxt;
-    if (b + 1 < NB) load_batch(prm, rows, ok, cbase + (b + 1) * U * STRIDE, nxt);
+    if (b + 1 < NB) load_batch(prm, rows, ok, cofs, cbase + (b + 1) * U * STRIDE, nxt);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = cbase + (b * U + u) * STRIDE;
@@ -242,33 +258,58 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) y[r] += __shfl_xor_sync(0xffffffffu, y[r], o);
   }
+  bool writer = lane == 0;
   if (WK > 1) {
     if (lane == 0) {
 #pragma unroll
       for (int r = 0; r < NROWS; ++r) red[warp][r] = y[r];
     }
     __syncthreads();
-    if (wk != 0) return;
+    if (wk == 0) {
 #pragma unroll
-    for (int r = 0; r < NROWS; ++r) {
-      float t = 0.f;
+      for (int r = 0; r < NROWS; ++r) {
+        float t = 0.f;
 #pragma unroll
-      for (int i = 0; i < WK; ++i) t += red[warp + i][r];
-      y[r] = t;
+        for (int i = 0; i < WK; ++i) t += red[warp + i][r];
+        y[r] = t;
+      }
+    }
+    writer = writer && wk == 0;
+  }
+  if (writer) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (!ok[r]) continue;
+      const int u = unit0 + r;
+      if (MODE == 0) {
+        prm.out[u] = y[r] * rstd + bias[r];
+      } else if (MODE == 1) {
+        if (SPLIT > 1) prm.part[(long long)slice * prm.units + u] = y[r];
+        else prm.out[u] = __ldcg(prm.out + u) + y[r];
+      } else {
+        const float g = y[r] * rstd, v = y[r + (MODE == 2 ? R : 0)] * rstd;
+        prm.out[u] = g / (1.f + __expf(-g)) * v;
+      }
     }
   }
-  if (lane != 0) return;
+#if SPLIT > 1
+  // The row block's last CTA adds the slices' sums, in slice order (release: every writer's fence, then the
+  // ticket; acquire: the last CTA's fence after it, reads through L2).
+  __shared__ int last;
+  if (writer) __threadfence();
+  __syncthreads();
+  if (tid == 0) last = atomicAdd(prm.tickets + rb, 1) == SPLIT - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int i = tid; i < UNITS_PER_CTA; i += NT) {
+    const int u = rb * UNITS_PER_CTA + i;
+    if (u >= prm.units) break;
+    float t = 0.f;
 #pragma unroll
-  for (int r = 0; r < R; ++r) {
-    if (!ok[r]) continue;
-    const int u = unit0 + r;
-    if (MODE == 0) {
-      prm.out[u] = y[r] * rstd + bias[r];
-    } else if (MODE == 1) {
-      prm.out[u] = __ldcg(prm.out + u) + y[r];
-    } else {
-      const float g = y[r] * rstd, v = y[r + (MODE == 2 ? R : 0)] * rstd;
-      prm.out[u] = g / (1.f + __expf(-g)) * v;
-    }
+    for (int sl = 0; sl < SPLIT; ++sl) t += __ldcg(prm.part + (long long)sl * prm.units + u);
+    prm.out[u] = __ldcg(prm.out + u) + t;
   }
+  if (tid == 0) prm.tickets[rb] = 0;
+#endif
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The first GPU window after session 4 (which had no device time left to check its work): the one-pass FP8
 # dequantization kernel of the prefill (kernels/fp8_dequantize.py) on the GPU (its tests, then the FP8 fast-path
-# tests whose prefill now uses it), the FP8/bf16 bench on the 1.5B shape (TTFT shows the prefill: before it,
+# tests whose prefill now uses it), the CUDA FP8 GEMV tests with the new K-split residual configs (Config.S),
+# the FP8/bf16 bench on the 1.5B shape (TTFT shows the prefill: before it,
 # H200 18.4 vs 4.7 ms at 128 tokens), then why FP8 loses the H200's bandwidth: the step kernel by kernel, FP8
 # and bf16 (lab.profile_step), each CUDA FP8 GEMV config per
 # launch on this GPU (lab.probe_fp8_cuda; the rule was tuned on an H100); with $MODEL (the default model's GGUF,
@@ -17,6 +18,7 @@ source scripts/gpu/lib.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$LOG/gpu.txt" 2>&1
 PYTEST=(python3 -m pytest -q -p no:cacheprovider -p no:randomly -o addopts="" -rfE)
 step dequant-tests 30 "${PYTEST[@]}" tests/kernels/test_fp8_dequantize.py
+step ksplit-tests 40 "${PYTEST[@]}" tests/kernels/test_fp8_cuda_gemv.py
 step bench-1.5b 35 python3 -m inference.bench --shape qwen2.5-coder-1.5b --weights fp8,bf16 --tokens 256 \
   --json "$LOG/bench-1.5b.json"
 step profile-step 60 python3 -m lab.profile_step qwen2.5-coder-1.5b --weights fp8,bf16 --no-floor
