@@ -300,10 +300,13 @@ def _device_str(device) -> str:
 
 
 def load_weights(model_dir: str | Path, cfg: ModelConfig, device="cpu",
-                 dtype: torch.dtype = torch.float32) -> ModelWeights:
+                 dtype: torch.dtype = torch.float32, linear=None) -> ModelWeights:
     """Validate the folder's safetensors against `cfg`, then load every tensor onto `device` as
     `dtype`, packing q|k|v and gate|up. Raises CheckpointError before reading any data if a
-    tensor is missing, unexpected or misshapen, or a file is truncated/corrupt."""
+    tensor is missing, unexpected or misshapen, or a file is truncated/corrupt. linear: applied to
+    each layer's linear weight (qkv, o, gate_up, down) as soon as it is loaded (e.g. FP8
+    quantization: the loaded tensor is freed before the next one is read)."""
+    linear = linear or (lambda t: t)
     path = Path(model_dir)
     if not path.is_dir():
         raise CheckpointError(f"model folder {path} does not exist")
@@ -349,14 +352,14 @@ def load_weights(model_dir: str | Path, cfg: ModelConfig, device="cpu",
                 qkv_names = [a + f"{x}_proj.weight" for x in "qkv"]
                 layers.append(LayerWeights(
                     attn_norm=one(p + "input_layernorm.weight"),
-                    qkv=packed(qkv_names),
+                    qkv=linear(packed(qkv_names)),
                     qkv_bias=packed([a + f"{x}_proj.bias" for x in "qkv"]) if cfg.attention_bias else None,
                     q_norm=one(a + "q_norm.weight") if cfg.qk_norm else None,
                     k_norm=one(a + "k_norm.weight") if cfg.qk_norm else None,
-                    o=one(a + "o_proj.weight"),
+                    o=linear(one(a + "o_proj.weight")),
                     mlp_norm=one(p + "post_attention_layernorm.weight"),
-                    gate_up=packed([p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"]),
-                    down=one(p + "mlp.down_proj.weight"),
+                    gate_up=linear(packed([p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"])),
+                    down=linear(one(p + "mlp.down_proj.weight")),
                 ))
             norm = one("model.norm.weight")
             lm_head = embed if cfg.tie_word_embeddings else one("lm_head.weight")

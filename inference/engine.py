@@ -32,7 +32,7 @@ from .detokenizer import IncrementalDetokenizer
 from .errors import EngineError, ParamsError, PromptError
 from .hub import resolve_model_path
 from .prompts import Prompt, build_prompt_ids
-from .quant import FP8_LM_HEAD, dequantize_model, describe, quantize_model, source_dtype
+from .quant import FP8_LM_HEAD, dequantize_model, describe, quantize_fp8, quantize_model, source_dtype
 from .runner import ReferenceRunner, Runner
 from .sampling import SamplingParams
 from .source import open_checkpoint
@@ -160,8 +160,9 @@ class Engine:
                                        fast=device.startswith("cuda") and fast is not False,
                                        attention=attention, gemv=gemv, tuning=tuning, reduce=tp_reduce))
         else:
-            if fp8:  # quantized from the checkpoint's own values (float32 where they are finer than dtype)
-                tensors = ckpt.loader(source_dtype(ckpt.card, dtype))(device=device)
+            if fp8:  # quantized from the checkpoint's own values (float32 where they are finer than dtype), each
+                # linear weight as it is loaded: the device never holds more than one of them unquantized
+                tensors = ckpt.loader(source_dtype(ckpt.card, dtype))(device=device, linear=quantize_fp8)
                 tensors = quantize_model(tensors, lm_head=FP8_LM_HEAD, dtype=dtype)
                 weights_detail = describe(tensors)
             else:

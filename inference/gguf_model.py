@@ -175,8 +175,11 @@ class GGUFCheckpoint:
             "architecture": cfg.model_type,
         }
 
-    def load_weights(self, device="cpu", dtype: torch.dtype = torch.float32) -> ModelWeights:
+    def load_weights(self, device="cpu", dtype: torch.dtype = torch.float32, linear=None) -> ModelWeights:
+        """Every tensor dequantized onto `device` as `dtype`, q|k|v and gate|up packed; linear: applied to each
+        layer's linear weight as soon as it is built (as inference.checkpoint.load_weights)."""
         cfg = self.config
+        linear = linear or (lambda t: t)
         try:
             def one(name: str) -> torch.Tensor:
                 return _dequantize(self.tensors[name]).to(device=device, dtype=dtype)
@@ -198,16 +201,17 @@ class GGUFCheckpoint:
                     bias = packed([_dequantize(self.tensors[a + f"{x}_proj.bias"]) for x in "qkv"])
                 layers.append(LayerWeights(
                     attn_norm=one(p + "input_layernorm.weight"),
-                    qkv=packed([qk(a + "q_proj.weight", cfg.num_heads), qk(a + "k_proj.weight", cfg.num_kv_heads),
-                                _dequantize(self.tensors[a + "v_proj.weight"])]),
+                    qkv=linear(packed([qk(a + "q_proj.weight", cfg.num_heads),
+                                       qk(a + "k_proj.weight", cfg.num_kv_heads),
+                                       _dequantize(self.tensors[a + "v_proj.weight"])])),
                     qkv_bias=bias,
                     q_norm=one(a + "q_norm.weight") if cfg.qk_norm else None,
                     k_norm=one(a + "k_norm.weight") if cfg.qk_norm else None,
-                    o=one(a + "o_proj.weight"),
+                    o=linear(one(a + "o_proj.weight")),
                     mlp_norm=one(p + "post_attention_layernorm.weight"),
-                    gate_up=packed([_dequantize(self.tensors[p + "mlp.gate_proj.weight"]),
-                                    _dequantize(self.tensors[p + "mlp.up_proj.weight"])]),
-                    down=one(p + "mlp.down_proj.weight"),
+                    gate_up=linear(packed([_dequantize(self.tensors[p + "mlp.gate_proj.weight"]),
+                                           _dequantize(self.tensors[p + "mlp.up_proj.weight"])])),
+                    down=linear(one(p + "mlp.down_proj.weight")),
                 ))
             norm = one("model.norm.weight")
             lm_head = embed if cfg.tie_word_embeddings else one("lm_head.weight")

@@ -116,13 +116,14 @@ def quantize_model(weights: ModelWeights, lm_head: bool = True, dtype: torch.dty
     tensors (norms, biases, the embedding, a 16-bit LM head) cast to `dtype` (None: left as they are).
 
     Each source tensor is dropped as soon as its FP8 copy exists (peak memory: the model plus one
-    weight's temporaries). A tied LM head gets its own FP8 copy, or stays the embedding tensor."""
+    weight's temporaries); fields already in FP8 (a loader's `linear=quantize_fp8`) stay as they are. A tied
+    LM head gets its own FP8 copy, or stays the embedding tensor."""
     def cast(t):
         return t if t is None or dtype is None else t.to(dtype)
 
     layers = []
     for i, layer in enumerate(weights.layers):
-        fp8 = {f: quantize_fp8(getattr(layer, f)) for f in LINEAR_FIELDS}
+        fp8 = {f: w if isinstance(w := getattr(layer, f), Fp8Weight) else quantize_fp8(w) for f in LINEAR_FIELDS}
         layers.append(replace(layer, **fp8, **{f.name: cast(getattr(layer, f.name)) for f in fields(layer)
                                                    if f.name not in fp8}))
         weights.layers[i] = layers[-1]  # the caller's source copies go as we go

@@ -19,7 +19,6 @@ from pathlib import Path
 import torch
 
 from .config import ModelConfig
-from .errors import CheckpointError
 from .tokenizer import Tokenizer
 from .weights import ModelWeights
 
@@ -37,14 +36,15 @@ class WeightsLoader:
     def __getstate__(self):
         return {**self.__dict__, "_gguf": None}
 
-    def __call__(self, device="cpu") -> ModelWeights:
+    def __call__(self, device="cpu", linear=None) -> ModelWeights:
+        """linear: applied to each layer's linear weight as it is loaded (FP8 quantization)."""
         if self.path.is_file():
             from .gguf_model import GGUFCheckpoint
 
-            return (self._gguf or GGUFCheckpoint.open(self.path)).load_weights(device, self.dtype)
+            return (self._gguf or GGUFCheckpoint.open(self.path)).load_weights(device, self.dtype, linear=linear)
         from .checkpoint import load_weights
 
-        return load_weights(self.path, self.config, device=device, dtype=self.dtype)
+        return load_weights(self.path, self.config, device=device, dtype=self.dtype, linear=linear)
 
 
 @dataclass

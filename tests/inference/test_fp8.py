@@ -143,6 +143,25 @@ def test_the_default_models_q4_1_layers_come_back_exactly_in_fp8():
     assert q.embed.dtype == torch.bfloat16 and q.tied
 
 
+@pytest.mark.parametrize("source", ["gguf", "safetensors"])
+def test_loaders_quantize_each_linear_weight_as_they_load_it(source, synth_dir):
+    """`linear=quantize_fp8`: the loaders hand back FP8 layers equal bit for bit to quantizing a full load (the
+    engine's FP8 path: the device never holds the unquantized model)."""
+    from inference.hub import resolve_model_path
+    from inference.source import open_checkpoint
+
+    path = resolve_model_path("default") if source == "gguf" else synth_dir("tiny")
+    ckpt = open_checkpoint(path)
+    streamed = ckpt.loader(torch.float32)(linear=quantize_fp8)
+    whole = quantize_model(ckpt.load_weights("cpu", torch.float32), lm_head=False)
+    for a, b in zip(streamed.layers, whole.layers):
+        for f in ("qkv", "o", "gate_up", "down"):
+            x, y = getattr(a, f), getattr(b, f)
+            assert isinstance(x, Fp8Weight) and torch.equal(x.q.view(torch.uint8), y.q.view(torch.uint8))
+            assert torch.equal(x.scale, y.scale) and torch.equal(x.offset, y.offset)
+    assert quantize_model(streamed, lm_head=False).layers[0].qkv is streamed.layers[0].qkv  # already FP8: kept
+
+
 def test_engine_fp8_on_cpu_runs_the_fp8_reference(synth_dir):
     from inference.checkpoint import load_weights
     from inference.engine import Engine, FinishEvent
