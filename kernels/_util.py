@@ -1,4 +1,4 @@
-"""Small helpers shared by the kernel launchers: interpreter detection and PDL launch options.
+"""Small helpers shared by the kernel launchers: interpreter detection, PDL launch options, split-K scratch.
 
 Not a place for kernels; each op lives in its own module.
 """
@@ -6,6 +6,24 @@ Not a place for kernels; each op lives in its own module.
 import os
 
 import torch
+
+
+_SCRATCH: dict[tuple, torch.Tensor] = {}
+_OUTGROWN: list[torch.Tensor] = []
+
+
+def split_scratch(device, kind: str, numel: int, dtype) -> torch.Tensor:
+    """A zeroed buffer of at least `numel` cached per (device, kind, dtype), shared by the split-K launches
+    (kernels.gemv_mma_cols, kernels.fp8_cuda_gemv; a step runs them one after another): "partials" or
+    "tickets" (each launch leaves its tickets at 0). An outgrown buffer stays allocated, so a CUDA graph
+    captured with it keeps a valid pointer."""
+    key = (str(device), kind, dtype)
+    buf = _SCRATCH.get(key)
+    if buf is None or buf.numel() < numel:
+        if buf is not None:
+            _OUTGROWN.append(buf)
+        buf = _SCRATCH[key] = torch.zeros(max(numel, 1), dtype=dtype, device=device)
+    return buf
 
 
 def interpreting() -> bool:

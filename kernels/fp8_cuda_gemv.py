@@ -19,7 +19,7 @@ Launch configs (`Config`): R rows per warp, WK warps per row group (splitting K)
 chunks per row and batch, early (release the next kernel right after the PDL wait: gate/up, so that
 down_proj's CTAs load their weights while it streams), S (residual only: K split over S CTAs per row block,
 each staging 1/S of the activation, their sums added in slice order by the block's last CTA: more CTAs for
-down_proj's few rows; scratch and tickets per weight, cached here). `config_for(kind, n, k)` is the rule.
+down_proj's few rows; partials and tickets from kernels._util.split_scratch). `config_for(kind, n, k)` is the rule.
 
 Not here: the LM head with argmax (Triton: kernels.fp8_lm_head_argmax), quantization (inference.quant).
 """
@@ -34,6 +34,7 @@ import torch
 
 from kernels import _cuda_rtc
 from kernels._fp8 import check_fp8, check_gate_up_args, check_residual_args
+from kernels._util import split_scratch
 from kernels.rmsnorm_gemv import check_rmsnorm_gemv_args
 
 MODES = {"rmsnorm_gemv": (0, "fp8_cuda_rmsnorm_gemv"), "residual": (1, "fp8_cuda_gemv_residual"),
@@ -106,21 +107,6 @@ def _kernel(device_index: int, mode: str, k: int, cfg: Config, norm_kind: int, b
     return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem_bytes(k // cfg.S), 1)
 
 
-_SCRATCH: dict = {}
-
-
-def _split_scratch(q: torch.Tensor, units: int, cfg: Config) -> tuple[torch.Tensor, torch.Tensor]:
-    """(part [S, units] float32, tickets [row blocks] int32 zeros) of a K-split launch over weight `q`: one pair
-    per weight, so no two launches of a step share them (the tickets return to 0 at the end of each launch)."""
-    key = (q.device, q.data_ptr(), units, cfg.S, cfg.units_per_cta())
-    if key not in _SCRATCH:
-        assert not torch.cuda.is_current_stream_capturing(), \
-            "run a K-split launch once outside CUDA graph capture first (its scratch must outlive the graph)"
-        blocks = -(-units // cfg.units_per_cta())
-        _SCRATCH[key] = (torch.empty(cfg.S, units, dtype=torch.float32, device=q.device),
-                         torch.zeros(blocks, dtype=torch.int32, device=q.device))
-    return _SCRATCH[key]
-
 
 def supported(q: torch.Tensor) -> bool:
     """Whether these kernels take FP8 weight values `q` ([N, K] e4m3) on their device."""
@@ -137,13 +123,15 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, cfg: Config, *, n
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
     kern = _kernel(dev, mode, q.shape[1], cfg, -1 if norm_w is None else _KIND[norm_w.dtype],
                    -1 if bias is None else _KIND[bias.dtype], pf is not None)
-    part, tickets = _split_scratch(q, units, cfg) if cfg.S > 1 else (None, None)
+    blocks = -(-units // cfg.units_per_cta())
+    part, tickets = ((split_scratch(q.device, "partials", cfg.S * units, torch.float32),
+                      split_scratch(q.device, "tickets", blocks, torch.int32)) if cfg.S > 1 else (None, None))
     prm = _Params(q.data_ptr(), scale.data_ptr(), offset.data_ptr(), act.data_ptr(),
                   norm_w.data_ptr() if norm_w is not None else 0, bias.data_ptr() if bias is not None else 0,
                   out.data_ptr(), pf.data_ptr() if pf is not None else 0, pf.numel() if pf is not None else 0,
                   units, eps, part.data_ptr() if part is not None else 0,
                   tickets.data_ptr() if tickets is not None else 0)
-    grid = -(-units // cfg.units_per_cta()) * cfg.S
+    grid = blocks * cfg.S
     kern.launch((grid, 1, 1), 32 * cfg.NW, [prm], pdl=pdl)
 
 

@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._util import WEIGHT_DTYPES, check_vec, interpreting, pdl_launch_kwargs
+from kernels._util import WEIGHT_DTYPES, check_vec, interpreting, pdl_launch_kwargs, split_scratch
 
 NC = 16  # the MMA's column width (tl.dot needs >= 16): at most 16 columns per launch, padded with zeros
 
@@ -47,18 +47,6 @@ def mma_config(rows: int, k: int) -> dict:
     blocks = triton.cdiv(rows, 64)
     split = min(8, triton.next_power_of_2(triton.cdiv(512, blocks)), max(1, k // 256))
     return {"BLOCK_N": 64, "BLOCK_K": 128, "SPLIT_K": split, "num_warps": 4, "num_stages": 4}
-
-
-_SCRATCH: dict[tuple, torch.Tensor] = {}
-
-
-def split_scratch(device, kind: str, numel: int, dtype) -> torch.Tensor:
-    """A zeroed buffer of at least `numel` cached per (device, kind, dtype): split-K partials or tickets."""
-    key = (str(device), kind, dtype)
-    buf = _SCRATCH.get(key)
-    if buf is None or buf.numel() < numel:
-        buf = _SCRATCH[key] = torch.zeros(max(numel, 1), dtype=dtype, device=device)
-    return buf
 
 
 def split_args(device, row_blocks: int, cfg: dict, accs: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
