@@ -37,23 +37,4 @@ echo "=== CUDA FP8 GEMVs per launch ($(tail -1 "$LOG/gpu.txt"))"
 if grep -q "^| shape | weight" "$LOG/probe.log" 2>/dev/null; then sed -n '/^| shape | weight/,$p' "$LOG/probe.log"
 else grep -h "^  qwen" "$LOG/probe.log" 2>/dev/null; fi  # the probe was cut short: its lines so far
 echo "=== bench: batch 1, ctx 512, FP8 and bf16 in one call per shape"
-python3 - "$LOG" $SHAPES <<'EOF'
-import json, sys
-from pathlib import Path
-
-log, shapes = Path(sys.argv[1]), sys.argv[2:]
-print("| shape | weights | tok/s | ms/token | GB read/token | MBU | read at copy bw | rest | FP8/bf16 |")
-print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
-for shape in shapes:
-    p = log / f"bench-{shape}.json"
-    if not p.exists():
-        print(f"| {shape} | (no result) | | | | | | | |")
-        continue
-    runs = {r["weights"]: r["decode"][0] for r in json.loads(p.read_text())["runs"]}
-    ratio = runs["fp8"]["tok_s"] / runs["bfloat16"]["tok_s"] if {"fp8", "bfloat16"} <= runs.keys() else None
-    for i, (w, r) in enumerate(runs.items()):
-        cell = f"{ratio:.2f}x" if ratio and i == 0 else ""
-        print(f"| {shape if i == 0 else ''} | {w} | {r['tok_s']:.0f} | {r['ms_per_token']:.3f} | "
-              f"{r['bytes_per_token'] / 1e9:.3f} | {100 * r['mbu']:.0f}% | {r['read_ms']:.3f} ms | "
-              f"{r['rest_ms']:.3f} ms | {cell} |")
-EOF
+python3 scripts/gpu/fp8_table.py "$LOG" $SHAPES

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One short H200 window (session 4 had ~4.5 min of device time): FP8 and bf16 in one bench call per shape
-# (random weights, batch 1, ctx 512, 256 tokens), as many shapes as fit in BUDGET seconds; a summary last.
+# (random weights, batch 1, ctx 512, 256 tokens), as many shapes as fit in BUDGET seconds; a table last.
 # Usage: OUT=... BUDGET=165 bash scripts/gpu/h200.sh      logs: $OUT/h200/
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,3 +15,4 @@ for s in $SHAPES; do
   step "bench-$s" 75 python3 -m inference.bench --shape "$s" --weights fp8,bf16 --tokens 256 --json "$LOG/bench-$s.json"
 done
 summary
+python3 scripts/gpu/fp8_table.py "$LOG" $SHAPES
