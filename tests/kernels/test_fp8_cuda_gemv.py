@@ -8,7 +8,7 @@ import ctypes
 import pytest
 import torch
 
-from kernel_helpers import poisoned, randn, rel_err
+from kernel_helpers import captured, poisoned, randn, rel_err
 
 from inference.quant import quantize_fp8
 from kernels import _cuda_rtc
@@ -164,6 +164,20 @@ def test_gpu_down_prefetch_leaves_the_result_unchanged(gen):
     assert rel_err(r, ref) <= 1e-5
 
 
+def check_replays(step, ref_step, x, replays: int = 3):
+    """step() captured in one CUDA graph (kernel_helpers.captured) updates x in place: each replay from a new x
+    equals ref_step(x) (the next x: the last result, rescaled)."""
+    x0 = x.clone()
+    graph = captured(step)
+    for _ in range(replays):
+        x.copy_(x0)
+        want = ref_step(x0)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel_err(x, want) <= 1e-5
+        x0 = want / want.norm() * 40
+
+
 @pytest.mark.gpu
 @HOPPER
 @pytest.mark.parametrize("n,k,cfg", [(1536, 8960, Config(R=2, WK=2, cvt=True, S=2)),
@@ -191,8 +205,6 @@ def test_gpu_k_slices_match_the_reference_with_the_same_bits_every_time(n, k, cf
 def test_gpu_a_k_split_down_chains_in_one_cuda_graph(gen):
     """o_proj (K split in 2) then down (K split in 4) of the 1.5B captured in one graph with PDL, replayed
     three times: each replay equals the references."""
-    from kernel_helpers import captured
-
     h, i = 1536, 8960
     wo, wd = fp8(h, h, gen), fp8(h, i, gen)
     a, act, x = randn(h, gen=gen), randn(i, gen=gen), randn(h, gen=gen)
@@ -202,15 +214,7 @@ def test_gpu_a_k_split_down_chains_in_one_cuda_graph(gen):
         fp8_cuda_gemv_residual(a, *wo, x, pdl=True, config=co)
         fp8_cuda_gemv_residual(act, *wd, x, pdl=True, config=cd)
 
-    x0 = x.clone()
-    graph = captured(step)
-    for _ in range(3):
-        x.copy_(x0)
-        want = fp8_gemv_residual_ref(act, *wd, fp8_gemv_residual_ref(a, *wo, x0))
-        graph.replay()
-        torch.cuda.synchronize()
-        assert rel_err(x, want) <= 1e-5
-        x0 = want / want.norm() * 40
+    check_replays(step, lambda x: fp8_gemv_residual_ref(act, *wd, fp8_gemv_residual_ref(a, *wo, x)), x)
 
 
 @pytest.mark.gpu
@@ -218,8 +222,6 @@ def test_gpu_a_k_split_down_chains_in_one_cuda_graph(gen):
 def test_gpu_a_layer_chains_in_one_cuda_graph(gen):
     """QKV-like, o_proj, gate/up and down of the 1.5B captured in one graph with PDL: each replay equals the
     references run one after the other."""
-    from kernel_helpers import captured
-
     h, i = 1536, 8960
     wq, wo, wg, wd = fp8(2048, h, gen), fp8(h, 2048, gen), fp8(2 * i, h, gen), fp8(h, i, gen)
     nw = randn(h, gen=gen, dtype=torch.bfloat16)
@@ -236,12 +238,4 @@ def test_gpu_a_layer_chains_in_one_cuda_graph(gen):
         x = fp8_gemv_residual_ref(fp8_rmsnorm_gemv_ref(x, *wq, nw), *wo, x)
         return fp8_gemv_residual_ref(fp8_rmsnorm_gate_up_silu_ref(x, nw, 1e-6, *wg), *wd, x)
 
-    x0 = x.clone()
-    graph = captured(step)
-    for _ in range(3):
-        x.copy_(x0)
-        want = ref_step(x0)
-        graph.replay()
-        torch.cuda.synchronize()
-        assert rel_err(x, want) <= 1e-5
-        x0 = want / want.norm() * 40
+    check_replays(step, ref_step, x)
