@@ -4,9 +4,7 @@ per row and group of 32 columns), same PyTorch references:
     fp8_cuda_rmsnorm_gemv          out = W @ (rmsnorm(x) * norm_w) + bias   (kernels.fp8_rmsnorm_gemv; QKV)
     fp8_cuda_gemv_residual         x += W @ a, optional L2 prefetch after   (kernels.fp8_gemv_residual)
     fp8_cuda_rmsnorm_gate_up_silu  out = silu(Wg @ n) * (Wu @ n)            (kernels.fp8_gate_up_silu)
-Activations float32, products and sums float32; or (`half`, Config.half) each 16-value chunk's products and
-sums in f16x2 against an f16 copy of the activation scaled by a power of two (about half the instructions a
-weight; ~1e-4 relative error of a result instead of ~1e-7, against e4m3's own ~2^-5 per weight).
+Activations float32, products and sums float32.
 
 Why: the Triton FP8 GEMVs are instruction-bound (a reduction per group, layout conversions through shared
 memory). Here a warp owns R rows (gate/up: R gate rows and their up rows), its lanes read 16-byte chunks
@@ -57,7 +55,6 @@ class Config:
     U: int = 4
     early: bool = False
     cvt: bool = False  # unpack with the hardware e4m3x2 -> f16x2 conversion instead of integer ops
-    half: bool = False  # with cvt: each chunk's products and sums in f16x2 against an f16 copy of x (not float32)
     S: int = 1  # K slices, each its own CTA per row block (residual mode only; K / 16 a multiple of S)
 
     def units_per_cta(self) -> int:
@@ -83,11 +80,9 @@ class _Params(ctypes.Structure):
                 ("tickets", ctypes.c_void_p)]
 
 
-def smem_bytes(k: int, half: bool = False) -> int:
-    """Dynamic shared memory of a launch: the staged activation (k floats), its chunk sums (k/16 floats) and
-    (half) its f16 copy."""
-    base = 4 * k + 4 * (k // 16)
-    return -(-base // 16) * 16 + 2 * k if half else base  # the f16 copy 16-byte aligned
+def smem_bytes(k: int) -> int:
+    """Dynamic shared memory of a launch: the staged activation (k floats) and its chunk sums (k/16 floats)."""
+    return 4 * k + 4 * (k // 16)
 
 
 def source(mode: str, k: int, cfg: Config, norm_kind: int = -1, bias_kind: int = -1, pf: bool = False
@@ -95,13 +90,12 @@ def source(mode: str, k: int, cfg: Config, norm_kind: int = -1, bias_kind: int =
     """(CUDA source, kernel name) of a variant; kinds: -1 none, 0 bf16, 1 fp16, 2 fp32."""
     m, name = MODES[mode]
     assert k % 32 == 0 and cfg.NW % cfg.WK == 0 and cfg.R >= 1 and cfg.U >= 1
-    assert cfg.cvt or not cfg.half, "half needs cvt (the hardware e4m3x2 -> f16x2 conversion)"
     assert cfg.S == 1 or (mode == "residual" and (k // 16) % cfg.S == 0), \
         "K slices: residual mode only, K / 16 a multiple of S"
     per = -(-(k // 16 // cfg.S) // (32 * cfg.WK))  # chunks per lane and row
     defines = {"KERNEL_NAME": name, "MODE": m, "KDIM": k, "R": cfg.R, "WK": cfg.WK, "NW": cfg.NW,
                "U": max(1, min(cfg.U, per)), "NORM_KIND": norm_kind, "BIAS_KIND": bias_kind,
-               "EARLY": int(cfg.early), "PF": int(pf), "CVT": int(cfg.cvt), "HALF": int(cfg.half), "SPLIT": cfg.S}
+               "EARLY": int(cfg.early), "PF": int(pf), "CVT": int(cfg.cvt), "SPLIT": cfg.S}
     return "".join(f"#define {a} {b}\n" for a, b in defines.items()) + _SOURCE, name
 
 
@@ -110,7 +104,7 @@ def _kernel(device_index: int, mode: str, k: int, cfg: Config, norm_kind: int, b
     src, name = source(mode, k, cfg, norm_kind, bias_kind, pf)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", COMPILE_OPTIONS)
-    return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem_bytes(k // cfg.S, cfg.half), 1)
+    return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem_bytes(k // cfg.S), 1)
 
 
 
@@ -121,9 +115,7 @@ def supported(q: torch.Tensor) -> bool:
 
 
 def _launch(mode: str, q, scale, offset, act, out, units: int, cfg: Config, *, norm_w=None, bias=None,
-            eps: float = 1e-6, pdl: bool = False, pf: torch.Tensor | None = None, half: bool | None = None) -> None:
-    if half is not None:  # f16x2 sums (they need the hardware conversion) or float32 ones
-        cfg = replace(cfg, half=half, cvt=cfg.cvt or half)
+            eps: float = 1e-6, pdl: bool = False, pf: torch.Tensor | None = None) -> None:
     assert supported(q), "the CUDA FP8 GEMVs need contiguous e4m3 weights, K % 32 == 0, a Hopper GPU with NVRTC"
     assert act.data_ptr() % 16 == 0, "the activation must be 16-byte aligned"
     assert norm_w is None or norm_w.data_ptr() % (4 * norm_w.element_size()) == 0, \
@@ -146,26 +138,24 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, cfg: Config, *, n
 def fp8_cuda_rmsnorm_gemv(
     x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, out: torch.Tensor,
     norm_w: torch.Tensor | None = None, eps: float = 1e-6, bias: torch.Tensor | None = None,
-    *, pdl: bool = False, config: Config | None = None, half: bool | None = None,
+    *, pdl: bool = False, config: Config | None = None,
 ) -> torch.Tensor:
-    """Same contract as kernels.fp8_rmsnorm_gemv.fp8_rmsnorm_gemv (reference: fp8_rmsnorm_gemv_ref); half:
-    f16x2 chunk sums or not (None: the config's)."""
+    """Same contract as kernels.fp8_rmsnorm_gemv.fp8_rmsnorm_gemv (reference: fp8_rmsnorm_gemv_ref)."""
     check_fp8(q, scale, offset)
     n, k = q.shape
     check_rmsnorm_gemv_args(n, k, x, out, norm_w, bias, q.device)
     _launch("rmsnorm_gemv", q, scale, offset, x, out, n, config or config_for("gemv", n, k), norm_w=norm_w,
-            bias=bias, eps=eps, pdl=pdl, half=half)
+            bias=bias, eps=eps, pdl=pdl)
     return out
 
 
 def fp8_cuda_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor,
                            x: torch.Tensor, *, pdl: bool = False, l2_prefetch: torch.Tensor | None = None,
-                           early: bool | None = None, config: Config | None = None, half: bool | None = None
-                           ) -> torch.Tensor:
+                           early: bool | None = None, config: Config | None = None) -> torch.Tensor:
     """Same contract as kernels.fp8_gemv_residual.fp8_gemv_residual (reference: fp8_gemv_residual_ref):
     x[N] += W @ a in place; l2_prefetch: a flat tensor (16-byte aligned, a multiple of 16 bytes) whose bytes
     the CTAs prefetch into L2 after their main loop, an even share each. early: release the next kernel (PDL)
-    right after the wait instead of after the main loop (None: the config's); half: f16x2 chunk sums or not."""
+    right after the wait instead of after the main loop (None: the config's)."""
     n, k = check_residual_args(a, q, scale, offset, x)
     pf = None
     if l2_prefetch is not None:
@@ -174,18 +164,17 @@ def fp8_cuda_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor
     cfg = config or config_for("residual", n, k)
     if early is not None:
         cfg = replace(cfg, early=early)
-    _launch("residual", q, scale, offset, a, x, n, cfg, pdl=pdl, pf=pf, half=half)
+    _launch("residual", q, scale, offset, a, x, n, cfg, pdl=pdl, pf=pf)
     return x
 
 
 def fp8_cuda_rmsnorm_gate_up_silu(
     x: torch.Tensor, norm_w: torch.Tensor, eps: float, q: torch.Tensor, scale: torch.Tensor,
     offset: torch.Tensor, out: torch.Tensor, *, pdl: bool = False, config: Config | None = None,
-    half: bool | None = None,
 ) -> torch.Tensor:
     """Same contract as kernels.fp8_gate_up_silu.fp8_rmsnorm_gate_up_silu (reference:
     fp8_rmsnorm_gate_up_silu_ref)."""
     i, k = check_gate_up_args(x, norm_w, q, scale, offset, out)
     _launch("gate_up", q, scale, offset, x, out, i, config or config_for("gate_up", i, k), norm_w=norm_w,
-            eps=eps, pdl=pdl, half=half)
+            eps=eps, pdl=pdl)
     return out

@@ -61,9 +61,6 @@ class Tuning:
                                "FP8 kernels", "PERF.md: FP8 CUDA GEMVs")
     fp8_o_proj_early: bool = knob(False, "the CUDA FP8 o_proj releases gate/up (PDL) right after its wait, so "
                                   "gate/up's CTAs load weights beside it", "PERF.md: FP8 CUDA GEMVs")
-    fp8_half: tuple[str, ...] = knob((), "the CUDA FP8 GEMVs of these slots (qkv, o_proj, gate_up, down) sum each "
-                                     "16-value chunk in f16x2 (Config.half): none until measured in the step",
-                                     "PERF.md: FP8 CUDA GEMVs")
     stream_gemv: bool = knob(True, "o_proj (and QKV, gate/up up to stream_max_hidden) stream their weights "
                              "through shared memory beside the CUDA attention", "PERF.md: Streamed (\"overlap\") GEMVs")
 

@@ -35,8 +35,7 @@ from kernels.tuning import for_device
 from lab.bench_kernels import copies, copy_bandwidth, in_graph_us
 
 CANDIDATES = {  # other CUDA configs tried per kind (the rule's first)
-    "gemv": [Config(R=1, WK=1, NW=8), Config(R=2, WK=2, NW=8), Config(R=4, WK=1, NW=4), Config(R=2, WK=1, NW=8),
-             Config(R=1, WK=1, NW=8, cvt=True, half=True)],
+    "gemv": [Config(R=1, WK=1, NW=8), Config(R=2, WK=2, NW=8), Config(R=4, WK=1, NW=4), Config(R=2, WK=1, NW=8)],
     "residual": [Config(R=2, WK=2, NW=8), Config(R=1, WK=4, NW=8), Config(R=2, WK=8, NW=8, U=2),
                  Config(R=4, WK=4, NW=8, U=2),
                  # more CTAs for down's few rows (the rule's 192 leave most H100/H200 SMs one CTA), deeper batches
@@ -44,17 +43,10 @@ CANDIDATES = {  # other CUDA configs tried per kind (the rule's first)
                  Config(R=2, WK=2, NW=8, U=8, cvt=True),
                  # K split over 2 / 4 CTAs per row block (Config.S): more CTAs, 1/S of the activation staged each
                  Config(R=2, WK=2, NW=8, cvt=True, S=2), Config(R=2, WK=2, NW=8, cvt=True, S=4),
-                 Config(R=1, WK=2, NW=8, cvt=True, S=2), Config(R=2, WK=1, NW=8, cvt=True, S=4),
-                 # f16x2 products and chunk sums (Config.half: about half the instructions a weight)
-                 Config(R=2, WK=2, NW=8, cvt=True, half=True), Config(R=1, WK=2, NW=8, cvt=True, half=True),
-                 Config(R=4, WK=2, NW=8, cvt=True, half=True), Config(R=2, WK=2, NW=8, U=8, cvt=True, half=True),
-                 Config(R=2, WK=2, NW=8, cvt=True, half=True, S=2), Config(R=2, WK=2, NW=8, cvt=True, half=True, S=4)],
+                 Config(R=1, WK=2, NW=8, cvt=True, S=2), Config(R=2, WK=1, NW=8, cvt=True, S=4)],
     "gate_up": [Config(R=2, WK=1, NW=8, early=True), Config(R=1, WK=1, NW=4, early=True),
                 Config(R=1, WK=2, NW=8, early=True), Config(R=1, WK=1, NW=8),
-                Config(R=2, WK=1, NW=8, early=True, cvt=True),
-                Config(R=2, WK=1, NW=8, early=True, cvt=True, half=True),
-                Config(R=1, WK=1, NW=4, early=True, cvt=True, half=True),
-                Config(R=1, WK=2, NW=8, early=True, cvt=True, half=True)],
+                Config(R=2, WK=1, NW=8, early=True, cvt=True)],
 }
 
 
@@ -69,7 +61,7 @@ def weights_of(shape):
 
 def launchers(kind, n, k, quick=False):
     """{label: fn(weight)} for the kernels compared on an [n, k] weight of `kind` (quick: of the CUDA configs
-    only the rule's, with integer and with cvt unpacking, and with f16x2 sums)."""
+    only the rule's, with integer and with cvt unpacking)."""
     x = torch.randn(k, device="cuda")
     nw = torch.ones(k, device="cuda", dtype=torch.bfloat16)
     units = n // 2 if kind == "gate_up" else n
@@ -77,11 +69,9 @@ def launchers(kind, n, k, quick=False):
     tuning = for_device("cuda")
     rule = config_for(kind, units, k)
     fns = {}
-    configs = [rule, replace(rule, cvt=True), replace(rule, cvt=True, half=True)]
-    configs = list(dict.fromkeys(configs + ([] if quick else CANDIDATES[kind])))
-    for cfg in configs:
+    for cfg in [rule, replace(rule, cvt=True)] + ([] if quick else [c for c in CANDIDATES[kind] if c != rule]):
         tag = (f"cuda R{cfg.R} WK{cfg.WK} w{cfg.NW} U{cfg.U}{' early' if cfg.early else ''}{' cvt' if cfg.cvt else ''}"
-               f"{' half' if cfg.half else ''}{f' S{cfg.S}' if cfg.S > 1 else ''}{' (rule)' if cfg == rule else ''}")
+               f"{f' S{cfg.S}' if cfg.S > 1 else ''}{' (rule)' if cfg == rule else ''}")
         if kind == "gate_up":
             fns[tag] = lambda w, c=cfg: fp8_cuda_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out,
                                                                        pdl=True, config=c)
@@ -109,8 +99,7 @@ def launchers(kind, n, k, quick=False):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="qwen2.5-coder-1.5b")
-    p.add_argument("--quick", action="store_true",
-                   help="the CUDA rule's config only, and with cvt unpacking, and with f16x2 sums")
+    p.add_argument("--quick", action="store_true", help="the CUDA rule's config only, and with cvt unpacking")
     args = p.parse_args(argv)
     bw = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw:.0f} GB/s", flush=True)

@@ -4,8 +4,7 @@
 
 Variants: "triton" (the Triton FP8 GEMVs), "cuda" (kernels.fp8_cuda_gemv, this GPU's tuning row), then flags
 after "/": "e" o_proj releases gate/up right after its PDL wait (the row's fp8_o_proj_early), "n" no
-down_proj L2 prefetch (fp8_down_l2_prefetch = 0), "h" f16x2 chunk sums in all four GEMVs, "m" in gate/up and
-down only (the row's fp8_half); set through FastRunner.use_tuning. Each variant: the
+down_proj L2 prefetch (fp8_down_l2_prefetch = 0); set through FastRunner.use_tuning. Each variant: the
 step's CUDA graph captured with those kernels, replayed back to back (us per step, median of 3 rounds,
 variants alternating), random FP8 weights. Prints a table last.
 """
@@ -30,10 +29,6 @@ def use(runner, variant: str) -> None:
         row = replace(row, fp8_o_proj_early=True)
     if "n" in flags:
         row = replace(row, fp8_down_l2_prefetch=0)
-    if "h" in flags:
-        row = replace(row, fp8_half=("qkv", "o_proj", "gate_up", "down"))
-    if "m" in flags:
-        row = replace(row, fp8_half=("gate_up", "down"))
     runner.use_tuning(row, gemv="overlap" if mode == "cuda" else mode)
 
 

@@ -235,16 +235,12 @@ def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str,
     weight-reading launches; the same attention."""
     workspace, attention = _attention(t, attention_mode, attention_kind, False, None)
     n = t.fp8_down_l2_prefetch
-    cuda = gemv_kind == "cuda"
-    fp8 = "fp8_cuda_" if cuda else "fp8_"
-
-    def half(slot: str) -> dict:  # the CUDA kernels' f16x2 chunk sums where the row says so
-        return {"half": slot in t.fp8_half} if cuda and t.fp8_half else {}
-    down = launch(f"{fp8}gemv_residual", l2_prefetch=Prefetch("next_bytes", n) if n else None, **half("down"))
-    o_proj = launch("fp8_cuda_gemv_residual", early=t.fp8_o_proj_early, **half("o_proj")) if cuda else \
+    fp8 = "fp8_cuda_" if gemv_kind == "cuda" else "fp8_"
+    down = launch(f"{fp8}gemv_residual", l2_prefetch=Prefetch("next_bytes", n) if n else None)
+    o_proj = launch("fp8_cuda_gemv_residual", early=t.fp8_o_proj_early) if gemv_kind == "cuda" else \
         launch("fp8_gemv_residual")
-    return LayerPlan(attention_kind, gemv_kind, workspace, launch(f"{fp8}rmsnorm_gemv", **half("qkv")), attention,
-                     o_proj, launch(f"{fp8}rmsnorm_gate_up_silu", **half("gate_up")), down, *_head(t, target))
+    return LayerPlan(attention_kind, gemv_kind, workspace, launch(f"{fp8}rmsnorm_gemv"), attention, o_proj,
+                     launch(f"{fp8}rmsnorm_gate_up_silu"), down, *_head(t, target))
 
 
 def _head(t: Tuning, target: Target) -> tuple[Launch, Launch]:

@@ -5,10 +5,7 @@
 //   per warp; WK warps per row group (they split K); NW warps per CTA; U chunks per row loaded per batch;
 //   NORM_KIND / BIAS_KIND (-1 none, 0 bf16, 1 fp16, 2 fp32); EARLY (release the next kernel right after
 //   the PDL wait instead of after the main loop); PF (the l2_prefetch span is used); CVT (unpack with the
-//   hardware e4m3x2 -> f16x2 conversion instead of integer ops); HALF (with CVT: each 16-value chunk's
-//   products and their sums in f16x2 with fma.rn.f16x2, the chunk's sum then float32, against an f16 copy of the
-//   staged activation scaled by a power of two so that its largest magnitude is in [4, 8): about half the
-//   instructions a weight, float32 precision no longer; see the HALF notes below); SPLIT (residual mode only: K in SPLIT slices,
+//   hardware e4m3x2 -> f16x2 conversion instead of integer ops); SPLIT (residual mode only: K in SPLIT slices,
 //   one CTA per row block and slice, each staging only its slice of the activation; the slices' sums go to
 //   part[slice][row] and the block's last CTA to finish, by a ticket, adds them to out in slice order: the
 //   same bits whichever CTA is last, and it puts the ticket back to 0).
@@ -24,13 +21,7 @@
 // multiplied by XS = 2^64 so that products stay clear of the float32 subnormal range; a row's sum is
 //   y = YS * sum_chunks(scale * sum(q' * x')) + sum_chunks(offset * xsum),   q' = q * 2^-120, x' = x * 2^64,
 // YS = 2^56 (with CVT q' = q and YS = 2^-64)
-// then (norm modes) times rstd. HALF: the staged x' (float32, as above) is copied once more into f16,
-// xh = x' * 2^E, E such that max |xh| is in [4, 8) (8 products of |q| <= 448 and |xh| < 8 stay below f16's
-// 65504; values down to 2^-17 of the largest keep f16's full 11 bits), each thread the values it staged; a
-// chunk's 16 products go to two f16 lanes of one f16x2 sum (8 fused multiply-adds), whose float32 sum takes
-// the scale; y = 2^-E * YS * sum_chunks(scale * chunk) + sum_chunks(offset * xsum) (xsum stays float32).
-// Relative error about 1e-4 of a row's result (f16 rounding of x and of the running sums), against the
-// ~2^-5 of e4m3 itself. Warp shuffles reduce the lanes, shared memory the WK warps of a row group.
+// then (norm modes) times rstd. Warp shuffles reduce the lanes, shared memory the WK warps of a row group.
 #include "common.cuh"
 #ifndef SPLIT
 #define SPLIT 1
@@ -51,12 +42,6 @@
 #define NIT ((KSL / 4 + NT - 1) / NT)        // activation float4s per thread
 #define PRE (NIT < 8 ? NIT : 8)              // of which loaded at once
 #define XS 1.8446744073709552e19f            // 2^64
-#ifndef HALF
-#define HALF 0
-#endif
-#if HALF && !CVT
-#error "HALF needs CVT (the hardware e4m3x2 -> f16x2 conversion)"
-#endif
 
 struct Params {  // mirrored by _Params in kernels/fp8_cuda_gemv.py
   const unsigned char* q; const float* scale; const float* offset; const float* act; const void* norm_w;
@@ -98,25 +83,6 @@ __device__ __forceinline__ float dot_word(u32 w, float4 x, float acc) {
   acc = fmaf(e4m3<1>(w), x.y, acc);
   acc = fmaf(e4m3<2>(w), x.z, acc);
   return fmaf(e4m3<3>(w), x.w, acc);
-}
-#endif
-#if HALF
-// The f16x2 sum of a chunk's 16 products: w 16 e4m3 (k = 16c .. 16c + 15), xa / xb the f16 activation
-// (k 0-7 / 8-15, low half first), as float32.
-__device__ __forceinline__ u32 hfma_word(u32 w, u32 x01, u32 x23, u32 acc) {
-  asm("{ .reg .b16 l, h; .reg .b32 a, b; mov.b32 {l, h}, %1; cvt.rn.f16x2.e4m3x2 a, l; cvt.rn.f16x2.e4m3x2 b, h;"
-      " fma.rn.f16x2 %0, a, %2, %4; fma.rn.f16x2 %0, b, %3, %0; }"
-      : "=r"(acc) : "r"(w), "r"(x01), "r"(x23), "r"(acc));
-  return acc;
-}
-__device__ __forceinline__ float dot_chunk_half(uint4 w, uint4 xa, uint4 xb) {
-  u32 h = hfma_word(w.x, xa.x, xa.y, 0u);
-  h = hfma_word(w.y, xa.z, xa.w, h);
-  h = hfma_word(w.z, xb.x, xb.y, h);
-  h = hfma_word(w.w, xb.z, xb.w, h);
-  float lo, hi;
-  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }" : "=f"(lo), "=f"(hi) : "r"(h));
-  return lo + hi;
 }
 #endif
 __device__ __forceinline__ uint4 ld_stream(const unsigned char* p) {  // read once: keep it out of L1
@@ -169,17 +135,11 @@ __device__ __forceinline__ void load_batch(const Params& prm, const long long* r
 }
 
 extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params prm) {
-  // dynamic: xs4 [4 * NCH] float4, xsum [NCH] float; HALF: then xh [2 * NCH] uint4 (8 halves each)
-  extern __shared__ __align__(16) unsigned char smem[];
+  extern __shared__ __align__(16) unsigned char smem[];  // dynamic: xs4 [4 * NCH] float4, xsum [NCH] float
   float4* xs4 = (float4*)smem;
   float* xsum = (float*)(smem + 64 * NCH);
   __shared__ float red[NW][NROWS];
   __shared__ float ssq_red[NW];
-#if HALF
-  uint4* xh4 = (uint4*)(smem + (68 * NCH + 15) / 16 * 16);  // chunk c's halves 0-7 at xh4[c], 8-15 at xh4[NCH + c]
-  __shared__ float amax_red[NW];
-  float amax = 0.f;
-#endif
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int group = warp / WK, wk = warp % WK;
   const int rb = blockIdx.x / SPLIT, slice = blockIdx.x % SPLIT;  // row block, K slice
@@ -235,9 +195,6 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
       t += __shfl_xor_sync(0xffffffffu, t, 1);
       t += __shfl_xor_sync(0xffffffffu, t, 2);
       if (in) {
-#if HALF
-        amax = fmaxf(amax, fmaxf(fmaxf(fabsf(x.x), fabsf(x.y)), fmaxf(fabsf(x.z), fabsf(x.w))));
-#endif
         xs4[(k4 & 3) * NCH + (k4 >> 2)] = make_float4(x.x * XS, x.y * XS, x.z * XS, x.w * XS);
         if ((k4 & 3) == 0) xsum[k4 >> 2] = t;
       }
@@ -248,33 +205,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
     for (int o = 16; o > 0; o >>= 1) ssq += __shfl_xor_sync(0xffffffffu, ssq, o);
     if (lane == 0) ssq_red[warp] = ssq;
   }
-#if HALF
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  if (lane == 0) amax_red[warp] = amax;
-#endif
   __syncthreads();
-#if HALF
-  // E: the block's largest |x| (x * XS staged) brought to [4, 8); each thread copies what it staged into f16.
-  amax = 0.f;
-#pragma unroll
-  for (int i = 0; i < NW; ++i) amax = fmaxf(amax, amax_red[i]);
-  int ex = 0;
-  if (amax > 0.f && amax <= 3.4e38f) { frexpf(amax, &ex); ex = 3 - ex; }  // amax = m * 2^e, m in [0.5, 1): E = 3 - e
-  ex = min(ex, 120);
-  const float sc = ldexpf(1.f, ex);  // the staged x' = x * 2^64 -> x * 2^E (2^-64 first: no overflow)
-  for (int i = 0; i < NIT; ++i) {
-    const int k4 = tid + i * NT;
-    if (k4 >= KSL / 4) break;
-    const float4 v = xs4[(k4 & 3) * NCH + (k4 >> 2)];
-    uint2 h;  // cvt.rn.f16x2.f32 d, a, b: a to the upper half
-    const float a = 5.421010862427522e-20f;  // 2^-64
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h.x) : "f"(v.y * a * sc), "f"(v.x * a * sc));
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(h.y) : "f"(v.w * a * sc), "f"(v.z * a * sc));
-    ((uint2*)xh4)[((k4 & 3) >> 1) * 2 * NCH + 2 * (k4 >> 2) + (k4 & 1)] = h;
-  }
-  __syncthreads();
-#endif
   float rstd = 1.f;
   if (NORM_KIND >= 0) {
     ssq = 0.f;
@@ -293,16 +224,8 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
     for (int u = 0; u < U; ++u) {
       const int c = cbase + (b * U + u) * STRIDE;
       if (c < NCH) {
-        const float xt = xsum[c];
-#if HALF
-        const uint4 xa = xh4[c], xb = xh4[NCH + c];
-#pragma unroll
-        for (int r = 0; r < NROWS; ++r) {
-          acc_s[r] = fmaf(cur.s[r][u], dot_chunk_half(cur.w[r][u], xa, xb), acc_s[r]);
-          acc_o[r] = fmaf(cur.o[r][u], xt, acc_o[r]);
-        }
-#else
         const float4 x0 = xs4[c], x1 = xs4[NCH + c], x2 = xs4[2 * NCH + c], x3 = xs4[3 * NCH + c];
+        const float xt = xsum[c];
 #pragma unroll
         for (int r = 0; r < NROWS; ++r) {
           const uint4 w = cur.w[r][u];
@@ -311,7 +234,6 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
           acc_s[r] = fmaf(cur.s[r][u], d + e, acc_s[r]);
           acc_o[r] = fmaf(cur.o[r][u], xt, acc_o[r]);
         }
-#endif
       }
     }
     if (b + 1 < NB) cur = nxt;
@@ -332,11 +254,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
   float y[NROWS];
 #pragma unroll
   for (int r = 0; r < NROWS; ++r) {
-#if HALF
-    y[r] = ldexpf(acc_s[r], -ex) + acc_o[r];  // exact scaling, one rounding as the fma's
-#else
     y[r] = fmaf(acc_s[r], YS, acc_o[r]);
-#endif
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) y[r] += __shfl_xor_sync(0xffffffffu, y[r], o);
   }

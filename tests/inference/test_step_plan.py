@@ -277,21 +277,6 @@ def test_fp8_weights_plan_the_cuda_fp8_gemvs_at_every_position():
         plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", attention="triton")
 
 
-def test_the_row_picks_the_fp8_gemvs_with_f16x2_sums_slot_by_slot():
-    """Tuning.fp8_half names the slots whose CUDA FP8 GEMVs sum in f16x2; the others say half=False; an empty
-    row (the default) leaves the kernels' own configs; the Triton twins never take it."""
-    cfg = model_config("qwen2.5-coder-1.5b")
-    gpu = GPUS["h200"]
-    row = replace(gpu.row, fp8_half=("gate_up", "down"))
-    p = choose(cfg, row, target(gpu, cfg, "fp8"), "auto", "auto").at(0)
-    assert [kwargs(getattr(p, s)).get("half") for s in ("qkv", "o_proj", "gate_up", "down")] == \
-        [False, False, True, True]
-    assert all("half" not in kwargs(getattr(plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8").at(0), s))
-               for s in ("qkv", "o_proj", "gate_up", "down"))
-    triton = choose(cfg, row, target(gpu, cfg, "fp8"), "auto", "triton").at(0)
-    assert all("half" not in kwargs(getattr(triton, s)) for s in ("qkv", "o_proj", "gate_up", "down"))
-
-
 def test_fp8_weights_fall_back_to_their_triton_twins():
     for plan in (plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="triton"),
                  plan_for("h200-no-nvrtc", "qwen2.5-coder-1.5b", weights="fp8"),

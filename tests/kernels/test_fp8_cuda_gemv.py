@@ -1,8 +1,7 @@
 """Spec for the CUDA C FP8 GEMVs (kernels/fp8_cuda_gemv.py): each matches the PyTorch twin of its Triton
 kernel (the weight dequantized, float32 math) at the model layer shapes (1.5B, Llama-3.2-1B, 3B, Qwen3-1.7B),
-on odd shapes, with bias, PDL, every launch config of the rule, and inside one CUDA graph; with f16x2 chunk
-sums (Config.half) within HALF_TOL of it at any activation scale. On the CPU: the variants assemble, and the
-launch configs fill the GPU."""
+on odd shapes, with bias, PDL, every launch config of the rule, and inside one CUDA graph. On the CPU: the
+variants assemble, and the launch configs fill the GPU."""
 
 import ctypes
 
@@ -30,7 +29,6 @@ LAYERS = {
     "qwen3-1.7b": [("qkv", 4096, 2048), ("o", 2048, 2048), ("gate_up", 12288, 2048), ("down", 2048, 6144)],
 }
 CASES = [(s, *w) for s, ws in LAYERS.items() for w in ws]
-HALF_TOL = 1e-3  # f16x2 sums: f16 rounding of x and of each chunk's running sum (measured ~1e-4; e4m3 itself ~3e-2)
 
 
 def fp8(n, k, gen, scale=0.02):
@@ -81,63 +79,28 @@ def test_rejects_k_not_a_multiple_of_32():
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("half", [False, True], ids=["float32", "half"])
 @pytest.mark.parametrize("shape,name,n,k", CASES)
-def test_gpu_layer_shapes_match_the_references_with_pdl(shape, name, n, k, half, gen):
+def test_gpu_layer_shapes_match_the_references_with_pdl(shape, name, n, k, gen):
     w = fp8(n, k, gen)
     x = randn(k, gen=gen, scale=2.0)
     nw = randn(k, gen=gen, dtype=torch.bfloat16)
-    tol = HALF_TOL if half else 1e-5
     if name == "qkv":
         bias = randn(n, gen=gen, dtype=torch.bfloat16)
         out = poisoned(n)
-        fp8_cuda_rmsnorm_gemv(x, *w, out, norm_w=nw, eps=1e-6, bias=bias, pdl=True, half=half)
+        fp8_cuda_rmsnorm_gemv(x, *w, out, norm_w=nw, eps=1e-6, bias=bias, pdl=True)
         torch.cuda.synchronize()
-        err = rel_err(out, fp8_rmsnorm_gemv_ref(x, *w, nw, 1e-6, bias))
+        assert rel_err(out, fp8_rmsnorm_gemv_ref(x, *w, nw, 1e-6, bias)) <= 1e-5
     elif name == "gate_up":
         out = poisoned(n // 2)
-        fp8_cuda_rmsnorm_gate_up_silu(x, nw, 1e-6, *w, out, pdl=True, half=half)
+        fp8_cuda_rmsnorm_gate_up_silu(x, nw, 1e-6, *w, out, pdl=True)
         torch.cuda.synchronize()
-        err = rel_err(out, fp8_rmsnorm_gate_up_silu_ref(x, nw, 1e-6, *w))
+        assert rel_err(out, fp8_rmsnorm_gate_up_silu_ref(x, nw, 1e-6, *w)) <= 1e-5
     else:
         r = randn(n, gen=gen, scale=3.0)
         ref = fp8_gemv_residual_ref(x, *w, r)
-        r0 = r.clone()
-        assert fp8_cuda_gemv_residual(x, *w, r, pdl=True, half=half) is r
+        assert fp8_cuda_gemv_residual(x, *w, r, pdl=True) is r
         torch.cuda.synchronize()
-        err = rel_err(r - r0, ref - r0)  # the product's error, not diluted by the residual
-    print(f"{shape} {name} half={half}: rel err {err:.2e}")
-    assert err <= tol
-
-
-@pytest.mark.gpu
-@HOPPER
-@pytest.mark.parametrize("scale", [1e-20, 1e-3, 1.0, 1e4])
-@pytest.mark.parametrize("cfg", [Config(cvt=True, half=True), Config(R=1, WK=2, NW=8, U=2, cvt=True, half=True, S=4)])
-def test_gpu_half_sums_hold_at_any_activation_scale_and_beside_an_outlier(scale, cfg, gen):
-    """The f16 copy of x is scaled by a power of two to its largest value: tiny or huge activations, and one
-    massive outlier (1000x the rest, as in some models' residual streams), stay within HALF_TOL; the outlier
-    does not overflow the f16 sums."""
-    n, k = 256, 2048
-    w = fp8(n, k, gen, scale=1.0)
-    x = randn(k, gen=gen, scale=scale)
-    x[7] = 1000 * scale
-    for a in (x, x.clone().uniform_(-scale, scale)):
-        r0 = randn(n, gen=gen, scale=scale)
-        ref = fp8_gemv_residual_ref(a, *w, r0)
-        r = r0.clone()
-        fp8_cuda_gemv_residual(a, *w, r, config=cfg)
-        torch.cuda.synchronize()
-        assert rel_err(r - r0, ref - r0) <= HALF_TOL, (scale, cfg)
-
-
-def test_half_sums_need_the_hardware_conversion():
-    with pytest.raises(AssertionError, match="half needs cvt"):
-        source("residual", 1536, Config(half=True))
-    src, _ = source("residual", 1536, Config(cvt=True, half=True))
-    assert "#define HALF 1\n" in src and "#define CVT 1\n" in src
-    assert smem_bytes(1536, half=True) == smem_bytes(1536) + 2 * 1536  # the f16 copy of x
-    assert smem_bytes(96, half=True) == 416 + 2 * 96  # 16-byte aligned after the 408 bytes of x and its sums
+        assert rel_err(r, ref) <= 1e-5
 
 
 @pytest.mark.gpu
