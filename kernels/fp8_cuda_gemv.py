@@ -138,17 +138,14 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, cfg: Config, *, n
 def fp8_cuda_rmsnorm_gemv(
     x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, out: torch.Tensor,
     norm_w: torch.Tensor | None = None, eps: float = 1e-6, bias: torch.Tensor | None = None,
-    *, pdl: bool = False, config: Config | None = None, early: bool | None = None,
+    *, pdl: bool = False, config: Config | None = None,
 ) -> torch.Tensor:
-    """Same contract as kernels.fp8_rmsnorm_gemv.fp8_rmsnorm_gemv (reference: fp8_rmsnorm_gemv_ref); early:
-    release the next kernel (PDL) right after the wait (None: the config's)."""
+    """Same contract as kernels.fp8_rmsnorm_gemv.fp8_rmsnorm_gemv (reference: fp8_rmsnorm_gemv_ref)."""
     check_fp8(q, scale, offset)
     n, k = q.shape
     check_rmsnorm_gemv_args(n, k, x, out, norm_w, bias, q.device)
-    cfg = config or config_for("gemv", n, k)
-    if early is not None:
-        cfg = replace(cfg, early=early)
-    _launch("rmsnorm_gemv", q, scale, offset, x, out, n, cfg, norm_w=norm_w, bias=bias, eps=eps, pdl=pdl)
+    _launch("rmsnorm_gemv", q, scale, offset, x, out, n, config or config_for("gemv", n, k), norm_w=norm_w,
+            bias=bias, eps=eps, pdl=pdl)
     return out
 
 

@@ -61,10 +61,6 @@ class Tuning:
                                "FP8 kernels", "PERF.md: FP8 CUDA GEMVs")
     fp8_o_proj_early: bool = knob(False, "the CUDA FP8 o_proj releases gate/up (PDL) right after its wait, so "
                                   "gate/up's CTAs load weights beside it", "PERF.md: FP8 CUDA GEMVs")
-    fp8_qkv_early: bool = knob(False, "the CUDA FP8 QKV releases the attention kernel (PDL) right after its wait, so "
-                               "attention's CTAs start their prologue beside it", "PERF.md: FP8 CUDA GEMVs")
-    fp8_down_early: bool = knob(False, "the CUDA FP8 down_proj releases the next QKV (PDL) right after its wait, so "
-                                "QKV's CTAs load their first weights beside it", "PERF.md: FP8 CUDA GEMVs")
     stream_gemv: bool = knob(True, "o_proj (and QKV, gate/up up to stream_max_hidden) stream their weights "
                              "through shared memory beside the CUDA attention", "PERF.md: Streamed (\"overlap\") GEMVs")
 

@@ -4,8 +4,7 @@
 
 Variants: "triton" (the Triton FP8 GEMVs), "cuda" (kernels.fp8_cuda_gemv, this GPU's tuning row), then flags
 after "/": "e" o_proj releases gate/up right after its PDL wait (the row's fp8_o_proj_early), "n" no
-down_proj L2 prefetch (fp8_down_l2_prefetch = 0), "q" QKV releases attention right after its wait
-(fp8_qkv_early), "d" down_proj releases the next QKV so (fp8_down_early); set through FastRunner.use_tuning. Each variant: the
+down_proj L2 prefetch (fp8_down_l2_prefetch = 0); set through FastRunner.use_tuning. Each variant: the
 step's CUDA graph captured with those kernels, replayed back to back (us per step, median of 3 rounds,
 variants alternating), random FP8 weights. Prints a table last.
 """
@@ -30,10 +29,6 @@ def use(runner, variant: str) -> None:
         row = replace(row, fp8_o_proj_early=True)
     if "n" in flags:
         row = replace(row, fp8_down_l2_prefetch=0)
-    if "q" in flags:
-        row = replace(row, fp8_qkv_early=True)
-    if "d" in flags:
-        row = replace(row, fp8_down_early=True)
     runner.use_tuning(row, gemv="overlap" if mode == "cuda" else mode)
 
 

@@ -236,13 +236,10 @@ def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str,
     workspace, attention = _attention(t, attention_mode, attention_kind, False, None)
     n = t.fp8_down_l2_prefetch
     fp8 = "fp8_cuda_" if gemv_kind == "cuda" else "fp8_"
-    cuda = gemv_kind == "cuda"
-    ahead = Prefetch("next_bytes", n) if n else None
-    down = launch("fp8_cuda_gemv_residual", l2_prefetch=ahead, early=t.fp8_down_early) if cuda else \
-        launch("fp8_gemv_residual", l2_prefetch=ahead)
-    o_proj = launch("fp8_cuda_gemv_residual", early=t.fp8_o_proj_early) if cuda else launch("fp8_gemv_residual")
-    qkv = launch("fp8_cuda_rmsnorm_gemv", early=t.fp8_qkv_early) if cuda else launch("fp8_rmsnorm_gemv")
-    return LayerPlan(attention_kind, gemv_kind, workspace, qkv, attention, o_proj,
+    down = launch(f"{fp8}gemv_residual", l2_prefetch=Prefetch("next_bytes", n) if n else None)
+    o_proj = launch("fp8_cuda_gemv_residual", early=t.fp8_o_proj_early) if gemv_kind == "cuda" else \
+        launch("fp8_gemv_residual")
+    return LayerPlan(attention_kind, gemv_kind, workspace, launch(f"{fp8}rmsnorm_gemv"), attention, o_proj,
                      launch(f"{fp8}rmsnorm_gate_up_silu"), down, *_head(t, target))
 
 

@@ -277,18 +277,6 @@ def test_fp8_weights_plan_the_cuda_fp8_gemvs_at_every_position():
         plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", attention="triton")
 
 
-def test_the_row_says_which_cuda_fp8_gemvs_release_the_next_kernel_early():
-    """fp8_qkv_early / fp8_o_proj_early / fp8_down_early: QKV, o_proj and down_proj release their next kernel
-    (PDL) right after their wait; off in the H200 row unless measured faster in the step."""
-    cfg = model_config("qwen2.5-coder-1.5b")
-    gpu = GPUS["h200"]
-    early = {"qkv": "fp8_qkv_early", "o_proj": "fp8_o_proj_early", "down": "fp8_down_early"}
-    for slot, knob in early.items():
-        row = replace(gpu.row, **{knob: True})
-        p = choose(cfg, row, target(gpu, cfg, "fp8"), "auto", "auto").at(0)
-        assert {s: kwargs(getattr(p, s))["early"] for s in early} == {s: s == slot for s in early}
-
-
 def test_fp8_weights_fall_back_to_their_triton_twins():
     for plan in (plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="triton"),
                  plan_for("h200-no-nvrtc", "qwen2.5-coder-1.5b", weights="fp8"),
