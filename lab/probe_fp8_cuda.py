@@ -7,7 +7,8 @@ For every layer weight of each shape (QKV, o_proj, gate/up, down): time per laun
 (24 launches back to back in one CUDA graph over rotating weight copies so L2 never holds them, PDL on:
 lab.bench_kernels.in_graph_us) of the CUDA FP8 kernel with the rule's config (fp8_cuda_gemv.config_for) and
 a few other configs, the Triton FP8 kernel (its rule), the bf16 Triton kernel (this GPU's tuning row) and
-the bf16 streamed CUDA kernel (kernels.stream_gemv, default budget; QKV, o_proj, gate/up); bytes read /
+the bf16 streamed CUDA kernel (kernels.stream_gemv, default budget; QKV, o_proj, gate/up), the streamed FP8
+kernel (kernels.fp8_stream_gemv, "fp8 stream"); bytes read /
 time and that as a share of the copy bandwidth. A table last. Not a test; the end-to-end number is
 inference.bench --weights fp8,bf16.
 """
@@ -26,6 +27,8 @@ from kernels import stream_gemv
 from kernels.fp8_cuda_gemv import (Config, config_for, fp8_cuda_gemv_residual, fp8_cuda_rmsnorm_gate_up_silu,
                                    fp8_cuda_rmsnorm_gemv)
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu
+from kernels.fp8_stream_gemv import (fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu,
+                                     fp8_stream_rmsnorm_gemv)
 from kernels.fp8_gemv_residual import fp8_gemv_residual
 from kernels.fp8_rmsnorm_gemv import fp8_rmsnorm_gemv
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
@@ -81,15 +84,19 @@ def launchers(kind, n, k, quick=False):
             fns[tag] = lambda w, c=cfg: fp8_cuda_rmsnorm_gemv(x, w.q, w.scale, w.offset, out, norm_w=nw, pdl=True,
                                                               config=c)
     if kind == "gate_up":
+        fns["fp8 stream"] = lambda w: fp8_stream_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out,
+                                                                      pdl=True)
         fns["triton fp8"] = lambda w: fp8_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out, pdl=True)
         fns["bf16 triton"] = lambda w: rmsnorm_gate_up_silu(x, nw, 1e-6, w, out, pdl=True, tuning=tuning)
         fns["bf16 stream"] = lambda w: stream_gemv.stream_gate_up_silu(x, nw, 1e-6, w, out, pdl=True)
     elif kind == "residual":
+        fns["fp8 stream"] = lambda w: fp8_stream_gemv_residual(x, w.q, w.scale, w.offset, out, pdl=True)
         fns["triton fp8"] = lambda w: fp8_gemv_residual(x, w.q, w.scale, w.offset, out, pdl=True)
         fns["bf16 triton"] = lambda w: gemv_residual(x, w, out, pdl=True, tuning=tuning)
         if k < 4096:
             fns["bf16 stream"] = lambda w: stream_gemv.stream_gemv_residual(x, w, out, pdl=True)
     else:
+        fns["fp8 stream"] = lambda w: fp8_stream_rmsnorm_gemv(x, w.q, w.scale, w.offset, out, norm_w=nw, pdl=True)
         fns["triton fp8"] = lambda w: fp8_rmsnorm_gemv(x, w.q, w.scale, w.offset, out, norm_w=nw, pdl=True)
         fns["bf16 triton"] = lambda w: rmsnorm_gemv(x, w, out, norm_w=nw, pdl=True, tuning=tuning)
         fns["bf16 stream"] = lambda w: stream_gemv.stream_rmsnorm_gemv(x, w, out, norm_w=nw, pdl=True)

@@ -51,6 +51,7 @@ class Target:
     fp8: bool = False  # layer weights in FP8 (inference.quant.Fp8Weight)
     fp8_lm_head: bool = False  # the LM head in FP8
     fp8_cuda: bool = False  # kernels.fp8_cuda_gemv runs every layer's FP8 weights here (Hopper, NVRTC)
+    fp8_stream: frozenset = frozenset()  # weights (qkv, o, ...) kernels.fp8_stream_gemv takes in every layer
 
 
 @dataclass(frozen=True)
@@ -236,11 +237,17 @@ def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str,
     workspace, attention = _attention(t, attention_mode, attention_kind, False, None)
     n = t.fp8_down_l2_prefetch
     fp8 = "fp8_cuda_" if gemv_kind == "cuda" else "fp8_"
-    down = launch(f"{fp8}gemv_residual", l2_prefetch=Prefetch("next_bytes", n) if n else None)
-    o_proj = launch("fp8_cuda_gemv_residual", early=t.fp8_o_proj_early) if gemv_kind == "cuda" else \
-        launch("fp8_gemv_residual")
-    return LayerPlan(attention_kind, gemv_kind, workspace, launch(f"{fp8}rmsnorm_gemv"), attention, o_proj,
-                     launch(f"{fp8}rmsnorm_gate_up_silu"), down, *_head(t, target))
+    ahead = Prefetch("next_bytes", n) if n else None
+    if gemv_kind == "cuda":  # each slot the row streams: kernels.fp8_stream_gemv, the others fp8_cuda_gemv
+        def kind(weight: str) -> str:
+            return "fp8_stream_" if weight in t.fp8_stream and weight in target.fp8_stream else fp8
+        down = launch(f"{kind('down')}gemv_residual", l2_prefetch=ahead)
+        o_proj = launch(f"{kind('o')}gemv_residual", early=t.fp8_o_proj_early)
+        qkv, gate_up = launch(f"{kind('qkv')}rmsnorm_gemv"), launch(f"{kind('gate_up')}rmsnorm_gate_up_silu")
+    else:
+        down = launch("fp8_gemv_residual", l2_prefetch=ahead)
+        o_proj, qkv, gate_up = launch("fp8_gemv_residual"), launch("fp8_rmsnorm_gemv"), launch("fp8_rmsnorm_gate_up_silu")
+    return LayerPlan(attention_kind, gemv_kind, workspace, qkv, attention, o_proj, gate_up, down, *_head(t, target))
 
 
 def _head(t: Tuning, target: Target) -> tuple[Launch, Launch]:

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from kernels import cluster_attention as cluster
-from kernels import fp8_cuda_gemv
+from kernels import fp8_cuda_gemv, fp8_stream_gemv
 from kernels import stream_gemv as stream
 from kernels.decode_attention import AttentionWorkspace, default_num_splits
 from kernels.feed_token import feed_token
@@ -98,11 +98,13 @@ class FastRunner(Runner):
             n for n in STREAMED if all(stream.supported(getattr(layer, n)) for layer in w.layers))
         fp8_cuda = fp8 and all(fp8_cuda_gemv.supported(getattr(layer, n).q) for layer in w.layers
                                for n in LINEAR_FIELDS)
+        fp8_stream = frozenset(n for n in LINEAR_FIELDS if fp8_cuda and all(
+            fp8_stream_gemv.supported(getattr(layer, n).q) for layer in w.layers))
         return Target(sms=torch.cuda.get_device_properties(self.device).multi_processor_count,
                       cuda_attention=cluster.supported(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
                                                        self.cache.k.dtype, self.device),
                       streamable=streamable, fp8=fp8, fp8_lm_head=isinstance(w.lm_head, Fp8Weight),
-                      fp8_cuda=fp8_cuda)
+                      fp8_cuda=fp8_cuda, fp8_stream=fp8_stream)
 
     # -- the plan: which kernels the steps launch --------------------------------------------------
     def _plan(self, plan: StepPlan) -> None:

@@ -31,6 +31,8 @@ from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu
 from kernels.fp8_gemv_residual import fp8_gemv_residual
 from kernels.fp8_lm_head_argmax import fp8_lm_head_argmax
 from kernels.fp8_rmsnorm_gemv import fp8_rmsnorm_gemv
+from kernels.fp8_stream_gemv import (fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu,
+                                     fp8_stream_rmsnorm_gemv)
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.gemv_mma_cols import gemv_residual_mma, rmsnorm_gate_up_silu_mma, rmsnorm_gemv_mma
 from kernels.gemv_residual import gemv_residual
@@ -50,6 +52,8 @@ KERNELS: dict[str, Callable] = {
     "rmsnorm_gate_up_silu": rmsnorm_gate_up_silu, "stream_gate_up_silu": stream.stream_gate_up_silu,
     "fp8_rmsnorm_gate_up_silu": fp8_rmsnorm_gate_up_silu, "fp8_cuda_rmsnorm_gate_up_silu": fp8_cuda_rmsnorm_gate_up_silu,
     "lm_head_argmax": lm_head_argmax, "fp8_lm_head_argmax": fp8_lm_head_argmax,
+    "fp8_stream_rmsnorm_gemv": fp8_stream_rmsnorm_gemv, "fp8_stream_gemv_residual": fp8_stream_gemv_residual,
+    "fp8_stream_rmsnorm_gate_up_silu": fp8_stream_rmsnorm_gate_up_silu,
     "rmsnorm_gemv_mma": rmsnorm_gemv_mma, "gemv_residual_mma": gemv_residual_mma,
     "rmsnorm_gate_up_silu_mma": rmsnorm_gate_up_silu_mma, "lm_head_argmax_mma": lm_head_argmax_mma,
 }

@@ -277,6 +277,28 @@ def test_fp8_weights_plan_the_cuda_fp8_gemvs_at_every_position():
         plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", attention="triton")
 
 
+def test_the_row_streams_the_fp8_weights_it_names_where_every_layer_allows():
+    """Tuning.fp8_stream names the weights whose FP8 GEMVs are kernels.fp8_stream_gemv; only those the target
+    allows in every layer (K a multiple of 128); the rest stay kernels.fp8_cuda_gemv; the H200 row: gate/up."""
+    cfg = model_config("qwen2.5-coder-1.5b")
+    gpu = GPUS["h200"]
+    row = replace(gpu.row, fp8_stream=("gate_up", "down"))
+    slots = ("qkv", "o_proj", "gate_up", "down")
+    allowed = replace(target(gpu, cfg, "fp8"), fp8_stream=frozenset({"qkv", "o", "gate_up", "down"}))
+    p = choose(cfg, row, allowed, "auto", "auto").at(0)
+    assert [getattr(p, s).kernel for s in slots] == ["fp8_cuda_rmsnorm_gemv", "fp8_cuda_gemv_residual",
+                                                     "fp8_stream_rmsnorm_gate_up_silu", "fp8_stream_gemv_residual"]
+    assert kwargs(p.down)["l2_prefetch"] == Prefetch("next_bytes", 2 << 20)
+    only_gate_up = replace(allowed, fp8_stream=frozenset({"gate_up"}))
+    p = choose(cfg, row, only_gate_up, "auto", "auto").at(0)
+    assert [getattr(p, s).kernel for s in ("gate_up", "down")] == ["fp8_stream_rmsnorm_gate_up_silu",
+                                                                   "fp8_cuda_gemv_residual"]
+    default = choose(cfg, gpu.row, allowed, "auto", "auto").at(0)
+    assert [s for s in slots if getattr(default, s).kernel.startswith("fp8_stream")] == ["gate_up"]
+    generic_row = choose(cfg, GPUS["generic-hopper"].row, allowed, "auto", "auto")
+    assert generic_row.gemv_mode == "triton"  # the generic row keeps the Triton FP8 kernels
+
+
 def test_fp8_weights_fall_back_to_their_triton_twins():
     for plan in (plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="triton"),
                  plan_for("h200-no-nvrtc", "qwen2.5-coder-1.5b", weights="fp8"),
