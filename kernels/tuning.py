@@ -61,11 +61,13 @@ class Tuning:
                                "FP8 kernels", "PERF.md: FP8 CUDA GEMVs")
     fp8_o_proj_early: bool = knob(False, "the CUDA FP8 o_proj releases gate/up (PDL) right after its wait, so "
                                   "gate/up's CTAs load weights beside it", "PERF.md: FP8 CUDA GEMVs")
-    fp8_stream: tuple[str, ...] = knob(("gate_up",), "the FP8 GEMVs of these weights (qkv, o, gate_up, down) "
-                                       "stream through a shared-memory ring (kernels.fp8_stream_gemv) instead of "
-                                       "kernels.fp8_cuda_gemv: gate/up only (H200 step: 1.5B 1050 -> 997 us, "
-                                       "Llama-3.2-1B 759 -> 706, 3B 1795 -> 1595; down too: 967 / 698 / 1652)",
+    fp8_stream: tuple[str, ...] = knob(("gate_up", "down"), "the FP8 GEMVs of these weights (qkv, o, gate_up, "
+                                       "down) stream through a shared-memory ring (kernels.fp8_stream_gemv) instead "
+                                       "of kernels.fp8_cuda_gemv (H200 step, gate/up: 1.5B 1050 -> 997 us, "
+                                       "Llama-3.2-1B 759 -> 706, 3B 1795 -> 1595; and down: 967 / 698 / 1652)",
                                        "PERF.md: FP8 streamed GEMVs")
+    fp8_stream_max_k: int = knob(8960, "weights stream only up to this K: the 3B's down_proj (K = 11008, six "
+                                 "slots a row) is slower streamed", "PERF.md: FP8 streamed GEMVs")
     stream_gemv: bool = knob(True, "o_proj (and QKV, gate/up up to stream_max_hidden) stream their weights "
                              "through shared memory beside the CUDA attention", "PERF.md: Streamed (\"overlap\") GEMVs")
 

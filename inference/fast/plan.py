@@ -239,8 +239,11 @@ def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str,
     fp8 = "fp8_cuda_" if gemv_kind == "cuda" else "fp8_"
     ahead = Prefetch("next_bytes", n) if n else None
     if gemv_kind == "cuda":  # each slot the row streams: kernels.fp8_stream_gemv, the others fp8_cuda_gemv
+        k = {"qkv": cfg.hidden_size, "o": cfg.q_size, "gate_up": cfg.hidden_size, "down": cfg.intermediate_size}
+
         def kind(weight: str) -> str:
-            return "fp8_stream_" if weight in t.fp8_stream and weight in target.fp8_stream else fp8
+            streamed = weight in t.fp8_stream and weight in target.fp8_stream and k[weight] <= t.fp8_stream_max_k
+            return "fp8_stream_" if streamed else fp8
         down = launch(f"{kind('down')}gemv_residual", l2_prefetch=ahead)
         o_proj = launch(f"{kind('o')}gemv_residual", early=t.fp8_o_proj_early)
         qkv, gate_up = launch(f"{kind('qkv')}rmsnorm_gemv"), launch(f"{kind('gate_up')}rmsnorm_gate_up_silu")

@@ -279,7 +279,8 @@ def test_fp8_weights_plan_the_cuda_fp8_gemvs_at_every_position():
 
 def test_the_row_streams_the_fp8_weights_it_names_where_every_layer_allows():
     """Tuning.fp8_stream names the weights whose FP8 GEMVs are kernels.fp8_stream_gemv; only those the target
-    allows in every layer (K a multiple of 128); the rest stay kernels.fp8_cuda_gemv; the H200 row: gate/up."""
+    allows in every layer (K a multiple of 128) up to the row's fp8_stream_max_k; the rest stay
+    kernels.fp8_cuda_gemv; the H200 row: gate/up and down (not the 3B's down: K = 11008)."""
     cfg = model_config("qwen2.5-coder-1.5b")
     gpu = GPUS["h200"]
     row = replace(gpu.row, fp8_stream=("gate_up", "down"))
@@ -294,7 +295,10 @@ def test_the_row_streams_the_fp8_weights_it_names_where_every_layer_allows():
     assert [getattr(p, s).kernel for s in ("gate_up", "down")] == ["fp8_stream_rmsnorm_gate_up_silu",
                                                                    "fp8_cuda_gemv_residual"]
     default = choose(cfg, gpu.row, allowed, "auto", "auto").at(0)
-    assert [s for s in slots if getattr(default, s).kernel.startswith("fp8_stream")] == ["gate_up"]
+    assert [s for s in slots if getattr(default, s).kernel.startswith("fp8_stream")] == ["gate_up", "down"]
+    cfg_3b = model_config("qwen2.5-coder-3b")  # down_proj's K = 11008 > fp8_stream_max_k: not streamed
+    p = choose(cfg_3b, gpu.row, replace(target(gpu, cfg_3b, "fp8"), fp8_stream=allowed.fp8_stream), "auto", "auto").at(0)
+    assert [s for s in slots if getattr(p, s).kernel.startswith("fp8_stream")] == ["gate_up"]
     generic_row = choose(cfg, GPUS["generic-hopper"].row, allowed, "auto", "auto")
     assert generic_row.gemv_mode == "triton"  # the generic row keeps the Triton FP8 kernels
 
