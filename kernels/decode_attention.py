@@ -37,23 +37,50 @@ LOG2E = 1.4426950408889634
 
 
 @triton.jit
+def _halve(s, R: tl.constexpr, N: tl.constexpr):
+    """[R, N] -> [R, N/2]: each pair (2i, 2i+1) summed (one addition: the same bits in any layout)."""
+    return tl.sum(tl.reshape(s, (R, N // 2, 2)), axis=2)
+
+
+@triton.jit
+def _row_sums(s, R: tl.constexpr, D: tl.constexpr):
+    """Row sums of s [R, D] (D a power of two, 32 to 256) as a fixed pairwise tree: the same bits whatever
+    layout the kernel around it gives s (tl.sum's order follows the layout: the verify step's K rows, computed
+    in kernels.decode_attention_cols's small kernel, differed from the one-token kernel's on an H200)."""
+    tl.static_assert(D >= 32 and D <= 256)
+    if D >= 256:
+        s = _halve(s, R, 256)
+    if D >= 128:
+        s = _halve(s, R, 128)
+    if D >= 64:
+        s = _halve(s, R, 64)
+    s = _halve(s, R, 32)
+    s = _halve(s, R, 16)
+    s = _halve(s, R, 8)
+    s = _halve(s, R, 4)
+    s = _halve(s, R, 2)
+    return tl.reshape(s, (R,))
+
+
+@triton.jit
 def _norm_rope(base_ptr, rows, row_mask, d, norm_w_ptr, cos, sin, eps,
                D: tl.constexpr, HALF: tl.constexpr, HAS_NORM: tl.constexpr):
     """Heads at base_ptr + rows*D: per-head RMSNorm (optional) then rotate_half RoPE. -> [R, D] fp32.
 
     y[i] = x[i]*cos[i] - x[i+HALF]*sin[i],  y[i+HALF] = x[i+HALF]*cos[i] + x[i]*sin[i]
-    implemented as y = x*cos[d%HALF] + sign(d) * x[(d+HALF)%D] * sin[d%HALF].
+    implemented as y = x*cos[d%HALF] + sign(d) * x[(d+HALF)%D] * sin[d%HALF], one explicit fma, and the
+    norm's sum of squares as a fixed tree: the same bits in every kernel that calls it.
     """
     rot = (d + HALF) % D
     m = row_mask[:, None]
     x = tl.load(base_ptr + rows[:, None] * D + d[None, :], mask=m, other=0.0).to(tl.float32)  # [R, D]
     xr = tl.load(base_ptr + rows[:, None] * D + rot[None, :], mask=m, other=0.0).to(tl.float32)
     if HAS_NORM:
-        rstd = tl.rsqrt(tl.sum(x * x, axis=1) / D + eps)  # [R]
+        rstd = tl.rsqrt(_row_sums(x * x, x.shape[0], D) / D + eps)  # [R]
         x = x * rstd[:, None] * tl.load(norm_w_ptr + d).to(tl.float32)[None, :]
         xr = xr * rstd[:, None] * tl.load(norm_w_ptr + rot).to(tl.float32)[None, :]
     sign = tl.where(d < HALF, -1.0, 1.0)
-    return x * cos[None, :] + (sign * sin)[None, :] * xr
+    return tl.fma(x, cos[None, :], (sign * sin)[None, :] * xr)
 
 
 @triton.jit
@@ -336,7 +363,7 @@ def decode_attention_with(cfg: AttentionConfig, qkv, pos, k_cache, v_cache, cos,
     assert k_cache.is_contiguous() and v_cache.is_contiguous(), "caches must be contiguous"
     assert k_cache.dtype == v_cache.dtype and k_cache.dtype in WEIGHT_DTYPES
     hkv, t_max, d = k_cache.shape
-    assert d >= 32 and d & (d - 1) == 0, "head_dim must be a power of two >= 32"
+    assert 32 <= d <= 256 and d & (d - 1) == 0, "head_dim must be a power of two, 32 to 256"
     ws = workspace
     hq, num_splits = ws.m.shape[-2:]
     assert ws.acc.shape[-3:] == (hq, num_splits, d) and hq % hkv == 0, "workspace does not match the heads"
