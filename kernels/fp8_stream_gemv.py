@@ -107,6 +107,8 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, *, norm_w=None, b
     assert scale.is_contiguous() and offset.is_contiguous() and scale.data_ptr() % 16 == 0 \
         and offset.data_ptr() % 16 == 0, "scale and offset: contiguous, 16-byte aligned (bulk copies)"
     assert act.data_ptr() % 16 == 0, "the activation must be 16-byte aligned"
+    assert norm_w is None or norm_w.data_ptr() % (4 * norm_w.element_size()) == 0, \
+        "norm_w must be aligned to 4 of its elements (read 4 at a time)"
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
     k = q.shape[1]
     p = plan(mode, units, k, _sms(dev), budget)

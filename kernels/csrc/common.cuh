@@ -1,8 +1,18 @@
-// Helpers shared by the CUDA C kernels of kernels/csrc: integer types, shared-memory addresses, mbarriers,
-// bulk copies (TMA) and ldmatrix. kernels._cuda_rtc.load_source pastes it where a .cu file includes it.
+// Helpers shared by the CUDA C kernels of kernels/csrc: integer types, 16-bit values as float32, shared-memory
+// addresses, mbarriers, bulk copies (TMA) and ldmatrix. kernels._cuda_rtc.load_source pastes it where a .cu file includes it.
 typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
+__device__ __forceinline__ float h2f(u32 bits16) {  // fp16 bits -> float32
+  float f; unsigned short h = (unsigned short)bits16; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+template <int KIND> __device__ __forceinline__ float bits16_f32(u32 b) {  // 0 bf16, 1 fp16 (b < 2^16)
+  return KIND == 1 ? h2f(b) : __uint_as_float(b << 16);
+}
+template <int KIND> __device__ __forceinline__ float any_f32(const void* p, int i) {  // 0 bf16, 1 fp16, 2 fp32
+  if (KIND == 2) return ((const float*)p)[i];
+  return bits16_f32<KIND>(((const unsigned short*)p)[i]);
+}
 __device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");

@@ -23,6 +23,7 @@
 // YS = 2^56 (with CVT q' = q and YS = 2^-64)
 // then (norm modes) times rstd. Warp shuffles reduce the lanes, shared memory the WK warps of a row group.
 #include "common.cuh"
+#include "fp8_common.cuh"
 #ifndef SPLIT
 #define SPLIT 1
 #endif
@@ -41,7 +42,6 @@
 #define NT (NW * 32)                         // threads per CTA
 #define NIT ((KSL / 4 + NT - 1) / NT)        // activation float4s per thread
 #define PRE (NIT < 8 ? NIT : 8)              // of which loaded at once
-#define XS 1.8446744073709552e19f            // 2^64
 
 struct Params {  // mirrored by _Params in kernels/fp8_cuda_gemv.py
   const unsigned char* q; const float* scale; const float* offset; const float* act; const void* norm_w;
@@ -49,28 +49,10 @@ struct Params {  // mirrored by _Params in kernels/fp8_cuda_gemv.py
   float* part; int* tickets;  // SPLIT > 1: the slices' sums [SPLIT][units], one ticket per row block (0 between launches)
 };
 
-__device__ __forceinline__ float h2f(u32 bits16) {
-  float f; unsigned short h = (unsigned short)bits16; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
-}
-template <int KIND> __device__ __forceinline__ float bits16_f32(u32 b) {  // 0 bf16, 1 fp16 (b < 2^16)
-  return KIND == 1 ? h2f(b) : __uint_as_float(b << 16);
-}
-template <int KIND> __device__ __forceinline__ float any_f32(const void* p, int i) {  // 0 bf16, 1 fp16, 2 fp32
-  if (KIND == 2) return ((const float*)p)[i];
-  return bits16_f32<KIND>(((const unsigned short*)p)[i]);
-}
 #if CVT
 // The hardware conversion instead: e4m3x2 -> f16x2 (exact), each half -> float32; the value itself.
 #define YS 5.421010862427522e-20f            // 2^-64
-__device__ __forceinline__ float dot_word(u32 w, float4 x, float acc) {
-  u32 h01, h23;
-  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.rn.f16x2.e4m3x2 %0, l; cvt.rn.f16x2.e4m3x2 %1, h; }"
-      : "=r"(h01), "=r"(h23) : "r"(w));
-  float f0, f1, f2, f3;
-  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }" : "=f"(f0), "=f"(f1) : "r"(h01));
-  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.f32.f16 %0, l; cvt.f32.f16 %1, h; }" : "=f"(f2), "=f"(f3) : "r"(h23));
-  return fmaf(f3, x.w, fmaf(f2, x.z, fmaf(f1, x.y, fmaf(f0, x.x, acc))));
-}
+__device__ __forceinline__ float dot_word(u32 w, float4 x, float acc) { return dot_word_cvt(w, x, acc); }
 #else
 #define YS 7.205759403792794e16f             // 2^120 / 2^64
 // Byte J of word w (an e4m3 value) as float32 times 2^-120.
@@ -97,19 +79,6 @@ __device__ __forceinline__ long long slot_row(const Params& prm, int unit0, int 
   const int u = unit0 + (r % R);
   ok = u < prm.units;
   return MODE == 2 && r >= R ? (long long)prm.units + u : (long long)u;
-}
-
-// Norm weights k..k+3 (k = 4 * k4) as float32, one 8- or 16-byte load.
-__device__ __forceinline__ float4 norm4(const void* p, int k4) {
-#if NORM_KIND == 2
-  return __ldg((const float4*)p + k4);
-#elif NORM_KIND >= 0
-  const uint2 b = __ldg((const uint2*)p + k4);
-  return make_float4(bits16_f32<NORM_KIND>(b.x & 0xffffu), bits16_f32<NORM_KIND>(b.x >> 16),
-                     bits16_f32<NORM_KIND>(b.y & 0xffffu), bits16_f32<NORM_KIND>(b.y >> 16));
-#else
-  return make_float4(1.f, 1.f, 1.f, 1.f);
-#endif
 }
 
 struct Batch { uint4 w[NROWS][U]; float s[NROWS][U], o[NROWS][U]; };
@@ -156,50 +125,15 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
 #pragma unroll
   for (int r = 0; r < R; ++r)
     bias[r] = BIAS_KIND >= 0 && ok[r] ? any_f32<BIAS_KIND < 0 ? 2 : BIAS_KIND>(prm.bias, (int)rows[r]) : 0.f;
-  // The norm weights of this thread's first activation float4s (weights too: before the wait).
-  float4 nw[PRE];
-#pragma unroll
-  for (int i = 0; i < PRE; ++i) {
-    const int k4 = tid + i * NT;
-    nw[i] = NORM_KIND >= 0 && i < NIT && k4 < KDIM / 4 ? norm4(prm.norm_w, k4) : make_float4(1.f, 1.f, 1.f, 1.f);
-  }
+  float4 nw[PRE];  // the norm weights of this thread's first activation float4s (weights too: before the wait)
+  first_norms<NORM_KIND, NIT, PRE, NT>(prm.norm_w, KSL / 4, tid, nw);
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #if EARLY
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  // Stage the activation (times the norm weights): float4 k4 = 4c + j of x -> xs4[j * NCH + c]; the 4 float4s
-  // of a chunk are read by 4 neighbouring lanes, which sum them into xsum[c]. PRE loads per thread are issued
-  // at once (one L2 round trip for K up to PRE * 4 * NT).
-  float ssq = 0.f;
-#pragma unroll
-  for (int i0 = 0; i0 < NIT; i0 += PRE) {
-    float4 v[PRE];
-#pragma unroll
-    for (int i = 0; i < PRE; ++i) {
-      const int k4 = tid + (i0 + i) * NT;  // within the slice
-      v[i] = i0 + i < NIT && k4 < KSL / 4 ? __ldcg((const float4*)prm.act + 4 * cofs + k4)
-                                          : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int i = 0; i < PRE; ++i) {
-      if (i0 + i >= NIT) break;
-      const int k4 = tid + (i0 + i) * NT;
-      const bool in = k4 < KSL / 4;
-      float4 x = v[i];
-      ssq += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
-      if (NORM_KIND >= 0) {
-        const float4 n = i0 == 0 ? nw[i] : in ? norm4(prm.norm_w, k4) : make_float4(1.f, 1.f, 1.f, 1.f);
-        x.x *= n.x; x.y *= n.y; x.z *= n.z; x.w *= n.w;
-      }
-      float t = (x.x + x.y) + (x.z + x.w);
-      t += __shfl_xor_sync(0xffffffffu, t, 1);
-      t += __shfl_xor_sync(0xffffffffu, t, 2);
-      if (in) {
-        xs4[(k4 & 3) * NCH + (k4 >> 2)] = make_float4(x.x * XS, x.y * XS, x.z * XS, x.w * XS);
-        if ((k4 & 3) == 0) xsum[k4 >> 2] = t;
-      }
-    }
-  }
+  // Stage the activation (times the norm weights) of this CTA's K slice: fp8_common.cuh's stage_act.
+  float ssq = stage_act<NORM_KIND, NIT, PRE, NT>((const float4*)prm.act + 4 * cofs, prm.norm_w, KSL / 4, NCH, tid, nw,
+                                                xs4, xsum);
   if (NORM_KIND >= 0) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ssq += __shfl_xor_sync(0xffffffffu, ssq, o);

@@ -19,6 +19,7 @@
 // -> float32, float32 FMAs, the group's scale per chunk, the offset times the chunk's sum); each warp's row
 // sums by shuffles into part[row * WKS + wk], added in wk order by the mode's epilogue.
 #include "common.cuh"
+#include "fp8_common.cuh"
 #define NWARP 8
 #define NCONSUMER (NWARP * 32)
 #define MT 16                            // rows per tile
@@ -27,7 +28,6 @@
 #define QB (MT * KC)                     // e4m3 bytes of a slot
 #define SB (MT * (KC / 32) * 4)          // scale (and offset) bytes of a slot
 #define STAGE (QB + 2 * SB)
-#define XS 1.8446744073709552e19f        // 2^64
 #define YS 5.421010862427522e-20f        // 2^-64
 
 struct Params {  // mirrored by _Params in kernels/fp8_stream_gemv.py
@@ -36,28 +36,6 @@ struct Params {  // mirrored by _Params in kernels/fp8_stream_gemv.py
 };
 
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(NCONSUMER) : "memory"); }
-__device__ __forceinline__ float h2f(u32 bits16) {
-  float f; unsigned short h = (unsigned short)bits16; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
-}
-template <int KIND> __device__ __forceinline__ float any_f32(const void* p, int i) {  // 0 bf16, 1 fp16, 2 fp32
-  if (KIND == 2) return ((const float*)p)[i];
-  const u32 b = ((const unsigned short*)p)[i];
-  return KIND == 1 ? h2f(b) : __uint_as_float(b << 16);
-}
-template <int KIND> __device__ __forceinline__ float4 norm4(const void* p, int k4) {  // norm weights 4k4 .. 4k4+3
-  if (KIND < 0) return make_float4(1.f, 1.f, 1.f, 1.f);
-  return make_float4(any_f32<KIND>(p, 4 * k4), any_f32<KIND>(p, 4 * k4 + 1), any_f32<KIND>(p, 4 * k4 + 2),
-                     any_f32<KIND>(p, 4 * k4 + 3));
-}
-// The 4 e4m3 of word w times x (hardware e4m3x2 -> f16x2, exact; each half -> float32), added to acc.
-__device__ __forceinline__ float dot_word(u32 w, float4 x, float acc) {
-  u32 h01, h23;
-  asm("{ .reg .b16 l, h; mov.b32 {l, h}, %2; cvt.rn.f16x2.e4m3x2 %0, l; cvt.rn.f16x2.e4m3x2 %1, h; }"
-      : "=r"(h01), "=r"(h23) : "r"(w));
-  return fmaf(h2f(h23 >> 16), x.w, fmaf(h2f(h23 & 0xffffu), x.z, fmaf(h2f(h01 >> 16), x.y,
-              fmaf(h2f(h01 & 0xffffu), x.x, acc))));
-}
-
 // The CTA's units [u0, u0 + nu) and its row segments: rows seg0 .. seg0 + nu - 1 (gate/up: then the up rows
 // units + u0 ..), local rows 0 .. nu - 1 (and nu .. 2nu - 1).
 __device__ __forceinline__ void unit_range(int units, int& u0, int& nu) {
@@ -122,41 +100,15 @@ __device__ __forceinline__ void consume(const Params& prm, const unsigned char* 
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int u0, nu, s = 0;
   unit_range(prm.units, u0, nu);
+  float4 nw[PRE];  // before the wait: the norm weights do not depend on the previous kernel
+  first_norms<NORM_KIND, NIT, PRE, NCONSUMER>(prm.norm_w, KDIM / 4, tid, nw);
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #if !EARLY
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  // Stage the activation (times the norm weights): float4 k4 = 4c + j -> xs4[j * NCH + c]; xsum[c] the sum
-  // of chunk c's 16 values (4 neighbouring lanes). PRE loads a thread in flight at once.
-  float ssq = 0.f;
-#pragma unroll
-  for (int i0 = 0; i0 < NIT; i0 += PRE) {
-    float4 v[PRE];
-#pragma unroll
-    for (int i = 0; i < PRE; ++i) {
-      const int k4 = tid + (i0 + i) * NCONSUMER;
-      v[i] = i0 + i < NIT && k4 < KDIM / 4 ? __ldcg((const float4*)prm.act + k4) : make_float4(0.f, 0.f, 0.f, 0.f);
-    }
-#pragma unroll
-    for (int i = 0; i < PRE; ++i) {
-      if (i0 + i >= NIT) break;
-      const int k4 = tid + (i0 + i) * NCONSUMER;
-      const bool in = k4 < KDIM / 4;
-      float4 x = v[i];
-      ssq += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
-      if (NORM_KIND >= 0 && in) {
-        const float4 n = norm4<NORM_KIND>(prm.norm_w, k4);
-        x.x *= n.x; x.y *= n.y; x.z *= n.z; x.w *= n.w;
-      }
-      float t = (x.x + x.y) + (x.z + x.w);
-      t += __shfl_xor_sync(0xffffffffu, t, 1);
-      t += __shfl_xor_sync(0xffffffffu, t, 2);
-      if (in) {
-        xs4[(k4 & 3) * NCH + (k4 >> 2)] = make_float4(x.x * XS, x.y * XS, x.z * XS, x.w * XS);
-        if ((k4 & 3) == 0) xsum[k4 >> 2] = t;
-      }
-    }
-  }
+  // Stage the activation (times the norm weights): fp8_common.cuh's stage_act.
+  float ssq = stage_act<NORM_KIND, NIT, PRE, NCONSUMER>((const float4*)prm.act, prm.norm_w, KDIM / 4, NCH, tid, nw, xs4,
+                                                       xsum);
   float rstd = 1.f;
   if (NORM_KIND >= 0) {
 #pragma unroll
@@ -198,7 +150,7 @@ __device__ __forceinline__ void consume(const Params& prm, const unsigned char* 
                 const int r = 2 * (grp + GROUPS * p) + h;
                 if (r < rows) {
                   const uint4 w = *(const uint4*)(slot + r * KC + c * 16);
-                  const float d = dot_word(w.y, x1, dot_word(w.x, x0, 0.f)) + dot_word(w.w, x3, dot_word(w.z, x2, 0.f));
+                  const float d = dot_word_cvt(w.y, x1, dot_word_cvt(w.x, x0, 0.f)) + dot_word_cvt(w.w, x3, dot_word_cvt(w.z, x2, 0.f));
                   as[p][h] = fmaf(sc[r * (KC / 32) + (c >> 1)], d, as[p][h]);
                   ao[p][h] = fmaf(of[r * (KC / 32) + (c >> 1)], xt, ao[p][h]);
                 }

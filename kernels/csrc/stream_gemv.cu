@@ -16,14 +16,6 @@ struct Phase {  // the launch's GEMV (mirrored by _Phase in Python)
 struct Params { Phase p; float eps; int pad; const unsigned char* pf[2]; unsigned long long pf_bytes[2]; };
 
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(NCONSUMER) : "memory"); }
-__device__ __forceinline__ float h2f(u32 bits16) {
-  float f; unsigned short h = (unsigned short)bits16; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
-}
-template <int KIND> __device__ __forceinline__ float any_f32(const void* p, int i) {  // 0 bf16, 1 fp16, 2 fp32
-  if (KIND == 2) return ((const float*)p)[i];
-  const u32 b = ((const unsigned short*)p)[i];
-  return KIND == 1 ? h2f(b) : __uint_as_float(b << 16);
-}
 #if W_HALF
 #define MMA_T "f16"
 #else

@@ -19,6 +19,13 @@ def test_each_source_loads_with_the_shared_header_pasted_in_once():
         assert src.count("void ldsm4(") == 1  # a helper both kernels use, defined once
 
 
+def test_the_fp8_kernels_share_their_staging_and_unpacking_once():
+    shared = _cuda_rtc.load_source("fp8_common.cuh")
+    for name in ("fp8_gemv.cu", "fp8_stream_gemv.cu"):
+        src = _cuda_rtc.load_source(name)
+        assert src.count(shared) == 1 and src.count("float stage_act(") == 1 and src.count("float h2f(") == 1
+
+
 def test_the_sources_hold_the_kernels_the_launchers_launch():
     assert 'extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(const Params prm)' \
         in stream_gemv._SOURCE
