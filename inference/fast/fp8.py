@@ -1,5 +1,6 @@
 """The GPU fast path with FP8 weights: FastRunner's decode step over the FP8 GEMVs (kernels.fp8_cuda_gemv in
-CUDA C on Hopper with NVRTC; the kernels/fp8_* Triton kernels elsewhere or with use_gemv("triton")).
+CUDA C on Hopper with NVRTC, kernels.fp8_stream_gemv for the weights the tuning row streams; the kernels/fp8_*
+Triton kernels elsewhere or with use_gemv("triton")).
 
 Same loop, same single CUDA graph per step, same attention kernels and sampler tail as FastRunner; the
 step plan (inference.fast.plan, for FP8 weights) changes only the weight-reading launches. Per layer:

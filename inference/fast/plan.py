@@ -21,8 +21,10 @@ The choices (kernels/PERF.md has the measurements):
   on k columns. "auto": overlap beside the CUDA attention (where it streams and the row says stream_gemv),
   triton (mma where the row says mma_gemv) beside the Triton attention.
 - FP8 weights: gemv "auto" or "overlap": the CUDA C FP8 GEMVs (kernels.fp8_cuda_gemv; kind "cuda") at every
-  position where they run here (Target.fp8_cuda) and the row says fp8_cuda_gemv (auto); "triton": the Triton
-  FP8 twins (kernels/fp8_*), also the fallback of auto. The LM head's launches stay Triton. No "mma".
+  position where they run here (Target.fp8_cuda) and the row says fp8_cuda_gemv (auto), of which the weights
+  the row names in fp8_stream (up to K = fp8_stream_max_k, where Target.fp8_stream allows) stream through a
+  shared-memory ring (kernels.fp8_stream_gemv); "triton": the Triton FP8 twins (kernels/fp8_*), also the
+  fallback of auto. The LM head's launches stay Triton. No "mma".
 - down_proj prefetches the next weight's first bytes (the next layer's QKV, the LM head after the last) into L2.
 
 Not here: the sampler's tail (FastRunner._step_body), launch configs (kernels.tuning rows, read by the kernels).
