@@ -51,14 +51,14 @@ def slot_columns(k: int, cap: int = MAX_KC) -> int:
     return -(-(-(-k // n)) // 128) * 128
 
 
-def plan(mode: str, units: int, k: int, sms: int, budget: int | None = None) -> dict:
+def plan(mode: str, units: int, k: int, sms: int, budget: int | None = None, wks: int | None = None) -> dict:
     """Grid (one CTA per SM, at most one per unit), warps per row pair (4 where a CTA has a single tile of rows
     longer than a slot: down_proj; else 1), columns per slot, ring slots, per-row partial sums and dynamic
-    shared memory (bytes, at most `budget`) of a launch."""
+    shared memory (bytes, at most `budget`) of a launch; `wks` overrides the warps per row pair."""
     budget = budget or SMEM_BUDGET
     grid = max(1, min(sms, units))
     per_cta = -(-units // grid)
-    wks = 4 if per_cta <= MT and k > MAX_KC else 1
+    wks = wks or (4 if per_cta <= MT and k > MAX_KC else 1)
     sums = MODES[mode][2] * per_cta * wks
     fixed = 4 * k + 4 * (k // 16) + 4 * sums  # staged activation, chunk sums, row sums
     kc = slot_columns(k)
@@ -102,7 +102,8 @@ def supported(q: torch.Tensor) -> bool:
 
 
 def _launch(mode: str, q, scale, offset, act, out, units: int, *, norm_w=None, bias=None, eps: float = 1e-6,
-            pdl: bool = False, early: bool = False, pf: torch.Tensor | None = None, budget: int | None = None) -> None:
+            pdl: bool = False, early: bool = False, pf: torch.Tensor | None = None, budget: int | None = None,
+            wks: int | None = None) -> None:
     assert supported(q), "the streamed FP8 GEMVs need contiguous e4m3 weights, K % 128 == 0, a Hopper GPU with NVRTC"
     assert scale.is_contiguous() and offset.is_contiguous() and scale.data_ptr() % 16 == 0 \
         and offset.data_ptr() % 16 == 0, "scale and offset: contiguous, 16-byte aligned (bulk copies)"
@@ -111,7 +112,7 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, *, norm_w=None, b
         "norm_w must be aligned to 4 of its elements (read 4 at a time)"
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
     k = q.shape[1]
-    p = plan(mode, units, k, _sms(dev), budget)
+    p = plan(mode, units, k, _sms(dev), budget, wks)
     kern = _kernel(dev, mode, k, p["kc"], p["stages"], p["smem"], -1 if norm_w is None else _KIND[norm_w.dtype],
                    -1 if bias is None else _KIND[bias.dtype], early, pf is not None, p["wks"])
     prm = _Params(q.data_ptr(), scale.data_ptr(), offset.data_ptr(), act.data_ptr(),
@@ -138,16 +139,17 @@ def fp8_stream_rmsnorm_gemv(
 
 def fp8_stream_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor,
                              x: torch.Tensor, *, pdl: bool = False, l2_prefetch: torch.Tensor | None = None,
-                             early: bool = False, budget: int | None = None) -> torch.Tensor:
+                             early: bool = False, budget: int | None = None, wks: int | None = None) -> torch.Tensor:
     """Same contract as kernels.fp8_gemv_residual.fp8_gemv_residual (reference: fp8_gemv_residual_ref):
     x[N] += W @ a in place; l2_prefetch: a flat tensor (16-byte aligned, a multiple of 16 bytes) whose bytes
-    the producers prefetch into L2 after their copies, an even share each."""
+    the producers prefetch into L2 after their copies, an even share each; wks: warps per row pair (None: the
+    plan's)."""
     n, k = check_residual_args(a, q, scale, offset, x)
     pf = None
     if l2_prefetch is not None:
         pf = l2_prefetch.reshape(-1).view(torch.uint8)
         assert pf.numel() % 16 == 0 and pf.data_ptr() % 16 == 0, "l2_prefetch: 16-byte aligned, 16-byte multiple"
-    _launch("residual", q, scale, offset, a, x, n, pdl=pdl, early=early, pf=pf, budget=budget)
+    _launch("residual", q, scale, offset, a, x, n, pdl=pdl, early=early, pf=pf, budget=budget, wks=wks)
     return x
 
 

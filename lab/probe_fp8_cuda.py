@@ -91,6 +91,10 @@ def launchers(kind, n, k, quick=False):
         fns["bf16 stream"] = lambda w: stream_gemv.stream_gate_up_silu(x, nw, 1e-6, w, out, pdl=True)
     elif kind == "residual":
         fns["fp8 stream"] = lambda w: fp8_stream_gemv_residual(x, w.q, w.scale, w.offset, out, pdl=True)
+        if not quick:  # other warps per row pair than the plan's
+            for wks in (1, 2, 8):
+                fns[f"fp8 stream wks{wks}"] = lambda w, v=wks: fp8_stream_gemv_residual(
+                    x, w.q, w.scale, w.offset, out, pdl=True, wks=v)
         fns["triton fp8"] = lambda w: fp8_gemv_residual(x, w.q, w.scale, w.offset, out, pdl=True)
         fns["bf16 triton"] = lambda w: gemv_residual(x, w, out, pdl=True, tuning=tuning)
         if k < 4096:

@@ -54,6 +54,7 @@ def test_ctas_of_a_few_long_rows_split_each_row_pair_over_four_warps():
     assert plan("residual", 1536, 8960, 132)["wks"] == 4  # down_proj: 12 rows a CTA, 5 slots a row
     assert plan("gate_up", 8960, 1536, 132)["wks"] == 1 and plan("residual", 1536, 1536, 132)["wks"] == 1
     assert plan("residual", 1536, 8960, 132)["sums"] == 12 * 4
+    assert plan("residual", 1536, 8960, 132, wks=2)["wks"] == 2  # a probe's override
 
 
 def test_a_small_budget_takes_narrower_slots():
