@@ -243,14 +243,12 @@ def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str,
     if gemv_kind == "cuda":  # each slot the row streams: kernels.fp8_stream_gemv, the others fp8_cuda_gemv
         k = {"qkv": cfg.hidden_size, "o": cfg.q_size, "gate_up": cfg.hidden_size, "down": cfg.intermediate_size}
 
-        def slot(weight: str, op: str, **kwargs) -> Launch:  # streamed with the row's ring budget, or CUDA-core
-            if weight in t.fp8_stream and weight in target.fp8_stream and k[weight] <= t.fp8_stream_max_k:
-                budget = dict(t.fp8_stream_budget).get(weight)
-                return launch(f"fp8_stream_{op}", **kwargs, **({"budget": budget} if budget else {}))
-            return launch(f"{fp8}{op}", **kwargs)
-        down = slot("down", "gemv_residual", l2_prefetch=ahead)
-        o_proj = slot("o", "gemv_residual", early=t.fp8_o_proj_early)
-        qkv, gate_up = slot("qkv", "rmsnorm_gemv"), slot("gate_up", "rmsnorm_gate_up_silu")
+        def kind(weight: str) -> str:
+            streamed = weight in t.fp8_stream and weight in target.fp8_stream and k[weight] <= t.fp8_stream_max_k
+            return "fp8_stream_" if streamed else fp8
+        down = launch(f"{kind('down')}gemv_residual", l2_prefetch=ahead)
+        o_proj = launch(f"{kind('o')}gemv_residual", early=t.fp8_o_proj_early)
+        qkv, gate_up = launch(f"{kind('qkv')}rmsnorm_gemv"), launch(f"{kind('gate_up')}rmsnorm_gate_up_silu")
     else:
         down = launch("fp8_gemv_residual", l2_prefetch=ahead)
         o_proj, qkv, gate_up = launch("fp8_gemv_residual"), launch("fp8_rmsnorm_gemv"), launch("fp8_rmsnorm_gate_up_silu")
