@@ -26,7 +26,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._util import WEIGHT_DTYPES, check_vec, interpreting
+from kernels._util import check_gate_up_vecs, check_vec, interpreting
 
 E4M3 = torch.float8_e4m3fn
 UNIT = 1.329227995784916e36  # 2.0 ** 120, exact in float32: what the scales are multiplied by
@@ -118,14 +118,7 @@ def check_residual_args(a, q, scale, offset, x) -> tuple[int, int]:
 def check_gate_up_args(x, norm_w, q, scale, offset, out) -> tuple[int, int]:
     """The checks of an FP8 out[I] = silu(gate) * up, [gate; up] = W[2I, K] @ rmsnorm(x) -> (I, K)."""
     check_fp8(q, scale, offset)
-    two_i, k = q.shape
-    assert two_i % 2 == 0, "gate_up must have an even number of rows"
-    i = two_i // 2
-    check_vec(x, k, "x")
-    check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    check_vec(out, i, "out")
-    assert x.device == q.device == out.device
-    return i, k
+    return check_gate_up_vecs(x, norm_w, out, q)
 
 
 def words(q: torch.Tensor) -> torch.Tensor:

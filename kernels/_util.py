@@ -46,6 +46,18 @@ def check_vec(t: torch.Tensor, n: int, name: str, dtypes=(torch.float32,)) -> No
     assert t.is_contiguous(), f"{name} must be contiguous"
 
 
+def check_gate_up_vecs(x: torch.Tensor, norm_w: torch.Tensor, out: torch.Tensor, w: torch.Tensor) -> tuple[int, int]:
+    """The vectors of out[I] = silu(gate) * up, [gate; up] = w[2I, K] @ rmsnorm(x) * norm_w, against the weight's
+    (or its FP8 values') shape -> (I, K)."""
+    two_i, k = w.shape
+    assert two_i % 2 == 0, "gate_up must have an even number of rows"
+    check_vec(x, k, "x")
+    check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
+    check_vec(out, two_i // 2, "out")
+    assert x.device == w.device == out.device
+    return two_i // 2, k
+
+
 WEIGHT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
 
 

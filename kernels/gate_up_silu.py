@@ -13,7 +13,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._util import WEIGHT_DTYPES, check_vec, gate_up_config, gate_up_lookahead, pdl_launch_kwargs
+from kernels._util import WEIGHT_DTYPES, check_gate_up_vecs, gate_up_config, gate_up_lookahead, pdl_launch_kwargs
 from kernels.tuning import Tuning, for_device
 
 
@@ -105,13 +105,7 @@ def rmsnorm_gate_up_silu(
     in-thread (None: _util.gate_up_lookahead's rule). tuning: the kernels.tuning row (None: the device's)."""
     w = w_gate_up
     assert w.dim() == 2 and w.is_contiguous() and w.dtype in WEIGHT_DTYPES, "W must be contiguous [2I, K]"
-    two_i, k = w.shape
-    assert two_i % 2 == 0, "gate_up must have an even number of rows"
-    i = two_i // 2
-    check_vec(x, k, "x")
-    check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    check_vec(out, i, "out")
-    assert x.device == w.device == out.device
+    i, k = check_gate_up_vecs(x, norm_w, out, w)
     tuning = for_device(w.device) if tuning is None else tuning
     cfg = gate_up_config(i, k, tuning)
     look = gate_up_lookahead(cfg, tuning)

@@ -54,3 +54,37 @@ def check_attention_replays(graph, pos, positions, layers, outs, ws, scale) -> N
 
 
 gpu = pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
+
+
+def fp8_weight(n, k, gen, scale=0.02):
+    """(q, scale, offset) of a random [n, k] weight (offsets not ~0: + 0.1 * scale), quantized on the GPU."""
+    from inference.quant import quantize_fp8
+    w = quantize_fp8(randn(n, k, gen=gen, scale=scale, device="cpu").cuda() + 0.1 * scale)
+    return w.q, w.scale, w.offset
+
+
+def check_replays(step, ref_step, x, replays: int = 3):
+    """step() captured in one CUDA graph (captured) updates x in place: each replay from a new x equals
+    ref_step(x) within 1e-5 (the next x: the last result, rescaled)."""
+    x0 = x.clone()
+    graph = captured(step)
+    for _ in range(replays):
+        x.copy_(x0)
+        want = ref_step(x0)
+        graph.replay()
+        torch.cuda.synchronize()
+        assert rel_err(x, want) <= 1e-5
+        x0 = want / want.norm() * 40
+
+
+def check_down_prefetch(residual, gen):
+    """residual(a, q, scale, offset, x, pdl=, l2_prefetch=) (an FP8 x += W @ a) on the 1.5B's down_proj with an
+    L2 prefetch span of 2 MB + 48 bytes: the same x as the reference."""
+    from kernels.fp8_gemv_residual import fp8_gemv_residual_ref
+    w = fp8_weight(1536, 8960, gen)
+    nxt = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
+    x, r = randn(8960, gen=gen), randn(1536, gen=gen)
+    ref = fp8_gemv_residual_ref(x, *w, r)
+    residual(x, *w, r, pdl=True, l2_prefetch=nxt[:(2 << 20) + 48])
+    torch.cuda.synchronize()
+    assert rel_err(r, ref) <= 1e-5

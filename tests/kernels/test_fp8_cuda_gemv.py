@@ -8,7 +8,7 @@ import ctypes
 import pytest
 import torch
 
-from kernel_helpers import captured, poisoned, randn, rel_err
+from kernel_helpers import check_down_prefetch, check_replays, fp8_weight, poisoned, randn, rel_err
 
 from inference.quant import quantize_fp8
 from kernels import _cuda_rtc
@@ -30,11 +30,6 @@ LAYERS = {
 }
 CASES = [(s, *w) for s, ws in LAYERS.items() for w in ws]
 
-
-def fp8(n, k, gen, scale=0.02):
-    """(q, scale, offset) of a random [n, k] weight, quantized on the GPU."""
-    w = quantize_fp8(randn(n, k, gen=gen, scale=scale, device="cpu").cuda() + 0.1 * scale)  # + 0.1: offsets not ~0
-    return w.q, w.scale, w.offset
 
 
 def test_the_params_mirror_has_the_kernel_struct_layout():
@@ -81,7 +76,7 @@ def test_rejects_k_not_a_multiple_of_32():
 @HOPPER
 @pytest.mark.parametrize("shape,name,n,k", CASES)
 def test_gpu_layer_shapes_match_the_references_with_pdl(shape, name, n, k, gen):
-    w = fp8(n, k, gen)
+    w = fp8_weight(n, k, gen)
     x = randn(k, gen=gen, scale=2.0)
     nw = randn(k, gen=gen, dtype=torch.bfloat16)
     if name == "qkv":
@@ -110,7 +105,7 @@ def test_gpu_layer_shapes_match_the_references_with_pdl(shape, name, n, k, gen):
     for cfg in (Config(), Config(R=2, WK=4, U=2), Config(R=4, WK=8, NW=8, U=1), Config(R=1, WK=1, NW=4, U=8, early=True),
                 Config(R=2, WK=2, cvt=True))])
 def test_gpu_odd_shapes_configs_norm_bias_and_none(n, k, cfg, gen):
-    w = fp8(n, k, gen, scale=1.0)
+    w = fp8_weight(n, k, gen, scale=1.0)
     x = randn(k, gen=gen, scale=3.0)
     nw = randn(k, gen=gen, dtype=torch.float32 if n % 2 else torch.float16)  # float32 norms too (16-byte loads)
     bias = randn(n, gen=gen, dtype=torch.float32)
@@ -155,27 +150,8 @@ def test_gpu_subnormal_weights_and_tiny_activations_are_not_flushed(gen):
 @pytest.mark.gpu
 @HOPPER
 def test_gpu_down_prefetch_leaves_the_result_unchanged(gen):
-    w = fp8(1536, 8960, gen)
-    nxt = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
-    x, r = randn(8960, gen=gen), randn(1536, gen=gen)
-    ref = fp8_gemv_residual_ref(x, *w, r)
-    fp8_cuda_gemv_residual(x, *w, r, pdl=True, l2_prefetch=nxt[:(2 << 20) + 48])
-    torch.cuda.synchronize()
-    assert rel_err(r, ref) <= 1e-5
+    check_down_prefetch(fp8_cuda_gemv_residual, gen)
 
-
-def check_replays(step, ref_step, x, replays: int = 3):
-    """step() captured in one CUDA graph (kernel_helpers.captured) updates x in place: each replay from a new x
-    equals ref_step(x) (the next x: the last result, rescaled)."""
-    x0 = x.clone()
-    graph = captured(step)
-    for _ in range(replays):
-        x.copy_(x0)
-        want = ref_step(x0)
-        graph.replay()
-        torch.cuda.synchronize()
-        assert rel_err(x, want) <= 1e-5
-        x0 = want / want.norm() * 40
 
 
 @pytest.mark.gpu
@@ -188,7 +164,7 @@ def check_replays(step, ref_step, x, replays: int = 3):
 def test_gpu_k_slices_match_the_reference_with_the_same_bits_every_time(n, k, cfg, gen):
     """K split over CTAs: x += W @ a as the reference, the same bits on every call (the slices are added in
     order whichever CTA finishes last), the tickets back at 0 (a second call and PDL chains still right)."""
-    w = fp8(n, k, gen, scale=0.5)
+    w = fp8_weight(n, k, gen, scale=0.5)
     x, r0 = randn(k, gen=gen, scale=2.0), randn(n, gen=gen)
     results = []
     for pdl in (False, True, True):
@@ -206,7 +182,7 @@ def test_gpu_a_k_split_down_chains_in_one_cuda_graph(gen):
     """o_proj (K split in 2) then down (K split in 4) of the 1.5B captured in one graph with PDL, replayed
     three times: each replay equals the references."""
     h, i = 1536, 8960
-    wo, wd = fp8(h, h, gen), fp8(h, i, gen)
+    wo, wd = fp8_weight(h, h, gen), fp8_weight(h, i, gen)
     a, act, x = randn(h, gen=gen), randn(i, gen=gen), randn(h, gen=gen)
     co, cd = Config(R=1, WK=2, cvt=True, S=2), Config(R=2, WK=2, cvt=True, S=4)
 
@@ -223,7 +199,7 @@ def test_gpu_a_layer_chains_in_one_cuda_graph(gen):
     """QKV-like, o_proj, gate/up and down of the 1.5B captured in one graph with PDL: each replay equals the
     references run one after the other."""
     h, i = 1536, 8960
-    wq, wo, wg, wd = fp8(2048, h, gen), fp8(h, 2048, gen), fp8(2 * i, h, gen), fp8(h, i, gen)
+    wq, wo, wg, wd = (fp8_weight(n, k, gen) for n, k in ((2048, h), (h, 2048), (2 * i, h), (h, i)))
     nw = randn(h, gen=gen, dtype=torch.bfloat16)
     x = randn(h, gen=gen)
     qkv, act = poisoned(2048), poisoned(i)

@@ -7,9 +7,8 @@ fit the shared memory and the variants assemble."""
 import pytest
 import torch
 
-from kernel_helpers import captured, poisoned, randn, rel_err
+from kernel_helpers import check_down_prefetch, check_replays, fp8_weight, poisoned, randn, rel_err
 
-from inference.quant import quantize_fp8
 from kernels import _cuda_rtc
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu_ref
 from kernels.fp8_gemv_residual import fp8_gemv_residual_ref
@@ -28,11 +27,6 @@ LAYERS = {  # (name, N, K): QKV, o_proj, gate/up (N = 2I), down
 }
 CASES = [(s, *w) for s, ws in LAYERS.items() for w in ws]
 
-
-def fp8(n, k, gen, scale=0.02):
-    """(q, scale, offset) of a random [n, k] weight, quantized on the GPU."""
-    w = quantize_fp8(randn(n, k, gen=gen, scale=scale, device="cpu").cuda() + 0.1 * scale)
-    return w.q, w.scale, w.offset
 
 
 @pytest.mark.parametrize("shape,name,n,k", CASES)
@@ -90,7 +84,7 @@ def run(name, w, x, nw, bias=None, **kw):
 @HOPPER
 @pytest.mark.parametrize("shape,name,n,k", CASES)
 def test_gpu_layer_shapes_match_the_references_with_pdl(shape, name, n, k, gen):
-    w = fp8(n, k, gen)
+    w = fp8_weight(n, k, gen)
     x = randn(k, gen=gen, scale=2.0)
     nw = randn(k, gen=gen, dtype=torch.bfloat16)
     bias = randn(n, gen=gen, dtype=torch.bfloat16) if name == "qkv" else None
@@ -109,7 +103,7 @@ def test_gpu_odd_units_small_rings_and_norm_kinds(n, k, budget, name, gen):
     share (its slots reused, rows sliced), float32 / fp16 norm weights and a float32 bias."""
     if name == "gate_up" and n % 2:
         n += 1
-    w = fp8(n, k, gen, scale=1.0)
+    w = fp8_weight(n, k, gen, scale=1.0)
     x = randn(k, gen=gen, scale=3.0)
     nw = randn(k, gen=gen, dtype=torch.float32 if n % 4 else torch.float16)
     bias = randn(n, gen=gen, dtype=torch.float32) if name == "qkv" else None
@@ -121,7 +115,7 @@ def test_gpu_odd_units_small_rings_and_norm_kinds(n, k, budget, name, gen):
 @pytest.mark.gpu
 @HOPPER
 def test_gpu_qkv_without_norm_or_bias(gen):
-    w = fp8(2048, 1536, gen)
+    w = fp8_weight(2048, 1536, gen)
     x = randn(1536, gen=gen)
     out = poisoned(2048)
     fp8_stream_rmsnorm_gemv(x, *w, out)
@@ -132,13 +126,7 @@ def test_gpu_qkv_without_norm_or_bias(gen):
 @pytest.mark.gpu
 @HOPPER
 def test_gpu_down_prefetch_leaves_the_result_unchanged(gen):
-    w = fp8(1536, 8960, gen)
-    nxt = torch.empty(3 << 20, dtype=torch.uint8, device="cuda")
-    x, r = randn(8960, gen=gen), randn(1536, gen=gen)
-    ref = fp8_gemv_residual_ref(x, *w, r)
-    fp8_stream_gemv_residual(x, *w, r, pdl=True, l2_prefetch=nxt[:(2 << 20) + 48])
-    torch.cuda.synchronize()
-    assert rel_err(r, ref) <= 1e-5
+    check_down_prefetch(fp8_stream_gemv_residual, gen)
 
 
 @pytest.mark.gpu
@@ -148,7 +136,7 @@ def test_gpu_a_layer_chains_in_one_cuda_graph(early, gen):
     """QKV, o_proj, gate/up and down of the 1.5B captured in one graph with PDL (each releasing the next early
     or after its wait), replayed three times from new inputs: each replay equals the references."""
     h, i = 1536, 8960
-    wq, wo, wg, wd = fp8(2048, h, gen), fp8(h, 2048, gen), fp8(2 * i, h, gen), fp8(h, i, gen)
+    wq, wo, wg, wd = (fp8_weight(n, k, gen) for n, k in ((2048, h), (h, 2048), (2 * i, h), (h, i)))
     nw = randn(h, gen=gen, dtype=torch.bfloat16)
     x = randn(h, gen=gen)
     qkv, act = poisoned(2048), poisoned(i)
@@ -163,12 +151,4 @@ def test_gpu_a_layer_chains_in_one_cuda_graph(early, gen):
         x = fp8_gemv_residual_ref(fp8_rmsnorm_gemv_ref(x, *wq, nw), *wo, x)
         return fp8_gemv_residual_ref(fp8_rmsnorm_gate_up_silu_ref(x, nw, 1e-6, *wg), *wd, x)
 
-    x0 = x.clone()
-    graph = captured(step)
-    for _ in range(3):
-        x.copy_(x0)
-        want = ref_step(x0)
-        graph.replay()
-        torch.cuda.synchronize()
-        assert rel_err(x, want) <= 1e-5
-        x0 = want / want.norm() * 40
+    check_replays(step, ref_step, x)
