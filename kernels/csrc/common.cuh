@@ -1,5 +1,5 @@
 // Helpers shared by the CUDA C kernels of kernels/csrc: integer types, 16-bit values as float32, shared-memory
-// addresses, mbarriers, bulk copies (TMA) and ldmatrix. kernels._cuda_rtc.load_source pastes it where a .cu file includes it.
+// addresses, mbarriers and weight-ring barriers, bulk copies (TMA), L2 prefetch shares and ldmatrix. kernels._cuda_rtc.load_source pastes it where a .cu file includes it.
 typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
@@ -37,4 +37,20 @@ __device__ __forceinline__ void bulk_copy(u32 dst, const void* src, u32 bytes, u
 __device__ __forceinline__ void ldsm4(u32 addr, u32* r) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+// This CTA's even share (16-byte units) of the n bytes at p, prefetched into L2 by bulk prefetches of at most
+// 32 KB (no completion to wait for): a kernel's weights for the kernel after it.
+__device__ __forceinline__ void l2_prefetch_share(const unsigned char* p, unsigned long long n) {
+  const unsigned long long share = ((n + gridDim.x - 1) / gridDim.x + 15) & ~15ull;
+  const unsigned long long end = min(n, share * (blockIdx.x + 1));
+  for (unsigned long long a = share * blockIdx.x; a < end; a += 32768) {
+    const u32 bytes = (u32)min(32768ull, end - a);
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(p + a), "r"(bytes) : "memory");
+  }
+}
+// A weight ring's barriers, by thread 0 (then __syncthreads): full[i] awaits one arrival plus the bulk copies'
+// bytes, empty[i] one arrival per consumer warp.
+__device__ __forceinline__ void ring_barriers_init(u64* full, u64* empty, int slots, u32 consumer_warps) {
+  for (int i = 0; i < slots; ++i) { mbar_init(smem_u32(&full[i]), 1); mbar_init(smem_u32(&empty[i]), consumer_warps); }
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
 }

@@ -173,14 +173,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
     if (b + 1 < NB) cur = nxt;
   }
 #if PF
-  if (tid == 0 && prm.pf_bytes > 0) {  // our share of the next kernel's first weights, into L2
-    const unsigned long long n = prm.pf_bytes, share = ((n + gridDim.x - 1) / gridDim.x + 15) & ~15ull;
-    const unsigned long long end = min(n, share * (blockIdx.x + 1));
-    for (unsigned long long a = share * blockIdx.x; a < end; a += 32768) {
-      const u32 bytes = (u32)min(32768ull, end - a);
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(prm.pf + a), "r"(bytes) : "memory");
-    }
-  }
+  if (tid == 0 && prm.pf_bytes > 0) l2_prefetch_share(prm.pf, prm.pf_bytes);  // the next kernel's first weights
 #endif
 #if !EARLY
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

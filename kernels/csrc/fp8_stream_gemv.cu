@@ -85,12 +85,7 @@ __device__ __forceinline__ void produce(const Params& prm, unsigned char* ring, 
   // (when it held the CTA's whole share) so that the prefetch never queues before its own weights.
   if (prm.pf_bytes > 0 && lane == 0) {
     if (s > 0 && s <= NS) mbar_wait(smem_u32(&full[(s - 1) % NS]), 0);
-    const unsigned long long n = prm.pf_bytes, share = ((n + gridDim.x - 1) / gridDim.x + 15) & ~15ull;
-    const unsigned long long end = min(n, share * (blockIdx.x + 1));
-    for (unsigned long long a = share * blockIdx.x; a < end; a += 32768) {
-      const u32 bytes = (u32)min(32768ull, end - a);
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(prm.pf + a), "r"(bytes) : "memory");
-    }
+    l2_prefetch_share(prm.pf, prm.pf_bytes);
   }
 #endif
 }
@@ -202,10 +197,7 @@ extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(cons
   float* xsum = (float*)(xs4 + 4 * NCH);
   float* part = xsum + NCH;
   const int tid = threadIdx.x;
-  if (tid == 0) {
-    for (int i = 0; i < NS; ++i) { mbar_init(smem_u32(&full[i]), 1); mbar_init(smem_u32(&empty[i]), NWARP); }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
+  if (tid == 0) ring_barriers_init(full, empty, NS, NWARP);
   __syncthreads();
 #if EARLY
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");

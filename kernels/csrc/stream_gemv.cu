@@ -108,14 +108,7 @@ __device__ __forceinline__ void produce(const Phase& ph, int& s, unsigned char* 
 __device__ __forceinline__ void l2_prefetch(const Params& prm, u64* last) {
   if (prm.pf_bytes[0] == 0 && prm.pf_bytes[1] == 0) return;
   if (last != nullptr) mbar_wait(smem_u32(last), 0);
-  for (int j = 0; j < 2; ++j) {
-    const unsigned long long n = prm.pf_bytes[j], share = ((n + gridDim.x - 1) / gridDim.x + 15) & ~15ull;
-    const unsigned long long end = min(n, share * (blockIdx.x + 1));
-    for (unsigned long long a = share * blockIdx.x; a < end; a += 32768) {
-      const u32 bytes = (u32)min(32768ull, end - a);
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" :: "l"(prm.pf[j] + a), "r"(bytes) : "memory");
-    }
-  }
+  for (int j = 0; j < 2; ++j) l2_prefetch_share(prm.pf[j], prm.pf_bytes[j]);
 }
 
 // Activation elements k..k+3 (k % 4 == 0), times the norm weights n, into the MMA B-fragment layout
@@ -300,10 +293,7 @@ extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(cons
   float* acc = (float*)(ring + (size_t)NS * STAGE);  // [SUMS] partial row sums, NWARP per row
   u32* xb = (u32*)(acc + SUMS);                      // [max K * XB / 16] the current activation, as MMA fragments
   const int tid = threadIdx.x;
-  if (tid == 0) {
-    for (int i = 0; i < NS; ++i) { mbar_init(smem_u32(&full[i]), 1); mbar_init(smem_u32(&empty[i]), NWARP); }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
+  if (tid == 0) ring_barriers_init(full, empty, NS, NWARP);
   __syncthreads();
 #if EARLY
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");  // the next kernel may launch at once
