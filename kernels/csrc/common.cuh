@@ -1,5 +1,6 @@
 // Helpers shared by the CUDA C kernels of kernels/csrc: integer types, 16-bit values as float32, shared-memory
-// addresses, mbarriers and weight-ring barriers, bulk copies (TMA), L2 prefetch shares and ldmatrix. kernels._cuda_rtc.load_source pastes it where a .cu file includes it.
+// addresses, mbarriers and weight-ring barriers, bulk copies (TMA), L2 prefetch shares and ldmatrix.
+// kernels._cuda_rtc.load_source pastes it where a .cu file includes it.
 typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
