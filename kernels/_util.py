@@ -14,7 +14,7 @@ _OUTGROWN: list[torch.Tensor] = []
 
 def split_scratch(device, kind: str, numel: int, dtype) -> torch.Tensor:
     """A zeroed buffer of at least `numel` cached per (device, kind, dtype), shared by the split-K launches
-    (kernels.gemv_mma_cols, kernels.fp8_cuda_gemv; a step runs them one after another): "partials" or
+    (kernels.gemv_mma_cols; a step runs them one after another): "partials" or
     "tickets" (each launch leaves its tickets at 0). An outgrown buffer stays allocated, so a CUDA graph
     captured with it keeps a valid pointer."""
     key = (str(device), kind, dtype)

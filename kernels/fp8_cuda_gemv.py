@@ -17,9 +17,8 @@ CUDA C and the arithmetic: kernels/csrc/fp8_gemv.cu.
 
 Launch configs (`Config`): R rows per warp, WK warps per row group (splitting K), NW warps per CTA, U
 chunks per row and batch, early (release the next kernel right after the PDL wait: gate/up, so that
-down_proj's CTAs load their weights while it streams), S (residual only: K split over S CTAs per row block,
-each staging 1/S of the activation, their sums added in slice order by the block's last CTA: more CTAs for
-down_proj's few rows; partials and tickets from kernels._util.split_scratch). `config_for(kind, n, k)` is the rule.
+down_proj's CTAs load their weights while it streams). `config_for(kind, n, k)` is the rule. (K split over
+several CTAs per row block was measured not faster and removed: kernels/PERF.md.)
 
 Not here: the LM head with argmax (Triton: kernels.fp8_lm_head_argmax), quantization (inference.quant).
 """
@@ -34,7 +33,6 @@ import torch
 
 from kernels import _cuda_rtc
 from kernels._fp8 import check_fp8, check_gate_up_args, check_residual_args
-from kernels._util import split_scratch
 from kernels.rmsnorm_gemv import check_rmsnorm_gemv_args
 
 MODES = {"rmsnorm_gemv": (0, "fp8_cuda_rmsnorm_gemv"), "residual": (1, "fp8_cuda_gemv_residual"),
@@ -55,7 +53,6 @@ class Config:
     U: int = 4
     early: bool = False
     cvt: bool = False  # unpack with the hardware e4m3x2 -> f16x2 conversion instead of integer ops
-    S: int = 1  # K slices, each its own CTA per row block (residual mode only; K / 16 a multiple of S)
 
     def units_per_cta(self) -> int:
         return self.NW // self.WK * self.R
@@ -76,8 +73,7 @@ class _Params(ctypes.Structure):
     _fields_ = [("q", ctypes.c_void_p), ("scale", ctypes.c_void_p), ("offset", ctypes.c_void_p),
                 ("act", ctypes.c_void_p), ("norm_w", ctypes.c_void_p), ("bias", ctypes.c_void_p),
                 ("out", ctypes.c_void_p), ("pf", ctypes.c_void_p), ("pf_bytes", ctypes.c_uint64),
-                ("units", ctypes.c_int), ("eps", ctypes.c_float), ("part", ctypes.c_void_p),
-                ("tickets", ctypes.c_void_p)]
+                ("units", ctypes.c_int), ("eps", ctypes.c_float)]
 
 
 def smem_bytes(k: int) -> int:
@@ -90,12 +86,10 @@ def source(mode: str, k: int, cfg: Config, norm_kind: int = -1, bias_kind: int =
     """(CUDA source, kernel name) of a variant; kinds: -1 none, 0 bf16, 1 fp16, 2 fp32."""
     m, name = MODES[mode]
     assert k % 32 == 0 and cfg.NW % cfg.WK == 0 and cfg.R >= 1 and cfg.U >= 1
-    assert cfg.S == 1 or (mode == "residual" and (k // 16) % cfg.S == 0), \
-        "K slices: residual mode only, K / 16 a multiple of S"
-    per = -(-(k // 16 // cfg.S) // (32 * cfg.WK))  # chunks per lane and row
+    per = -(-(k // 16) // (32 * cfg.WK))  # chunks per lane and row
     defines = {"KERNEL_NAME": name, "MODE": m, "KDIM": k, "R": cfg.R, "WK": cfg.WK, "NW": cfg.NW,
                "U": max(1, min(cfg.U, per)), "NORM_KIND": norm_kind, "BIAS_KIND": bias_kind,
-               "EARLY": int(cfg.early), "PF": int(pf), "CVT": int(cfg.cvt), "SPLIT": cfg.S}
+               "EARLY": int(cfg.early), "PF": int(pf), "CVT": int(cfg.cvt)}
     return "".join(f"#define {a} {b}\n" for a, b in defines.items()) + _SOURCE, name
 
 
@@ -104,7 +98,7 @@ def _kernel(device_index: int, mode: str, k: int, cfg: Config, norm_kind: int, b
     src, name = source(mode, k, cfg, norm_kind, bias_kind, pf)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", COMPILE_OPTIONS)
-    return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem_bytes(k // cfg.S), 1)
+    return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem_bytes(k), 1)
 
 
 
@@ -123,16 +117,11 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, cfg: Config, *, n
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
     kern = _kernel(dev, mode, q.shape[1], cfg, -1 if norm_w is None else _KIND[norm_w.dtype],
                    -1 if bias is None else _KIND[bias.dtype], pf is not None)
-    blocks = -(-units // cfg.units_per_cta())
-    part, tickets = ((split_scratch(q.device, "partials", cfg.S * units, torch.float32),
-                      split_scratch(q.device, "tickets", blocks, torch.int32)) if cfg.S > 1 else (None, None))
     prm = _Params(q.data_ptr(), scale.data_ptr(), offset.data_ptr(), act.data_ptr(),
                   norm_w.data_ptr() if norm_w is not None else 0, bias.data_ptr() if bias is not None else 0,
                   out.data_ptr(), pf.data_ptr() if pf is not None else 0, pf.numel() if pf is not None else 0,
-                  units, eps, part.data_ptr() if part is not None else 0,
-                  tickets.data_ptr() if tickets is not None else 0)
-    grid = blocks * cfg.S
-    kern.launch((grid, 1, 1), 32 * cfg.NW, [prm], pdl=pdl)
+                  units, eps)
+    kern.launch((-(-units // cfg.units_per_cta()), 1, 1), 32 * cfg.NW, [prm], pdl=pdl)
 
 
 def fp8_cuda_rmsnorm_gemv(

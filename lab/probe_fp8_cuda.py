@@ -43,10 +43,7 @@ CANDIDATES = {  # other CUDA configs tried per kind (the rule's first)
                  Config(R=4, WK=4, NW=8, U=2),
                  # more CTAs for down's few rows (the rule's 192 leave most H100/H200 SMs one CTA), deeper batches
                  Config(R=1, WK=2, NW=8, cvt=True), Config(R=1, WK=2, NW=4, cvt=True),
-                 Config(R=2, WK=2, NW=8, U=8, cvt=True),
-                 # K split over 2 / 4 CTAs per row block (Config.S): more CTAs, 1/S of the activation staged each
-                 Config(R=2, WK=2, NW=8, cvt=True, S=2), Config(R=2, WK=2, NW=8, cvt=True, S=4),
-                 Config(R=1, WK=2, NW=8, cvt=True, S=2), Config(R=2, WK=1, NW=8, cvt=True, S=4)],
+                 Config(R=2, WK=2, NW=8, U=8, cvt=True)],
     "gate_up": [Config(R=2, WK=1, NW=8, early=True), Config(R=1, WK=1, NW=4, early=True),
                 Config(R=1, WK=2, NW=8, early=True), Config(R=1, WK=1, NW=8),
                 Config(R=2, WK=1, NW=8, early=True, cvt=True)],
@@ -74,7 +71,7 @@ def launchers(kind, n, k, quick=False):
     fns = {}
     for cfg in [rule, replace(rule, cvt=True)] + ([] if quick else [c for c in CANDIDATES[kind] if c != rule]):
         tag = (f"cuda R{cfg.R} WK{cfg.WK} w{cfg.NW} U{cfg.U}{' early' if cfg.early else ''}{' cvt' if cfg.cvt else ''}"
-               f"{f' S{cfg.S}' if cfg.S > 1 else ''}{' (rule)' if cfg == rule else ''}")
+               f"{' (rule)' if cfg == rule else ''}")
         if kind == "gate_up":
             fns[tag] = lambda w, c=cfg: fp8_cuda_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out,
                                                                        pdl=True, config=c)

@@ -5,10 +5,7 @@
 //   per warp; WK warps per row group (they split K); NW warps per CTA; U chunks per row loaded per batch;
 //   NORM_KIND / BIAS_KIND (-1 none, 0 bf16, 1 fp16, 2 fp32); EARLY (release the next kernel right after
 //   the PDL wait instead of after the main loop); PF (the l2_prefetch span is used); CVT (unpack with the
-//   hardware e4m3x2 -> f16x2 conversion instead of integer ops); SPLIT (residual mode only: K in SPLIT slices,
-//   one CTA per row block and slice, each staging only its slice of the activation; the slices' sums go to
-//   part[slice][row] and the block's last CTA to finish, by a ticket, adds them to out in slice order: the
-//   same bits whichever CTA is last, and it puts the ticket back to 0).
+//   hardware e4m3x2 -> f16x2 conversion instead of integer ops).
 // Weights: q [N, K] e4m3 row-major, scale / offset [N, K/32] float32: w = offset + scale * q per group of 32.
 // A lane reads 16-byte chunks (half a group: 4 words) of its rows, chunk c = lane + 32 * (wk + WK * i);
 // batches of U chunks per row are in registers, the first issued before the PDL wait (weights do not depend
@@ -24,14 +21,7 @@
 // then (norm modes) times rstd. Warp shuffles reduce the lanes, shared memory the WK warps of a row group.
 #include "common.cuh"
 #include "fp8_common.cuh"
-#ifndef SPLIT
-#define SPLIT 1
-#endif
-#if SPLIT > 1 && MODE != 1
-#error "SPLIT > 1 is for the residual mode only (a norm needs the whole row)"
-#endif
-#define NCH (KDIM / 16 / SPLIT)              // 16-byte chunks per row in a CTA's K slice (all of K: SPLIT 1)
-#define KSL (KDIM / SPLIT)                   // columns of a K slice
+#define NCH (KDIM / 16)                   // 16-byte chunks per row
 #define KG (KDIM / 32)                       // groups per row
 #define STRIDE (32 * WK)                     // chunk stride of a lane
 #define PER ((NCH + STRIDE - 1) / STRIDE)    // chunks per lane and row (at most)
@@ -40,13 +30,12 @@
 #define GROUPS (NW / WK)                     // row groups per CTA
 #define UNITS_PER_CTA (GROUPS * R)
 #define NT (NW * 32)                         // threads per CTA
-#define NIT ((KSL / 4 + NT - 1) / NT)        // activation float4s per thread
+#define NIT ((KDIM / 4 + NT - 1) / NT)        // activation float4s per thread
 #define PRE (NIT < 8 ? NIT : 8)              // of which loaded at once
 
 struct Params {  // mirrored by _Params in kernels/fp8_cuda_gemv.py
   const unsigned char* q; const float* scale; const float* offset; const float* act; const void* norm_w;
   const void* bias; float* out; const unsigned char* pf; unsigned long long pf_bytes; int units; float eps;
-  float* part; int* tickets;  // SPLIT > 1: the slices' sums [SPLIT][units], one ticket per row block (0 between launches)
 };
 
 #if CVT
@@ -83,8 +72,8 @@ __device__ __forceinline__ long long slot_row(const Params& prm, int unit0, int 
 
 struct Batch { uint4 w[NROWS][U]; float s[NROWS][U], o[NROWS][U]; };
 
-// Chunks c0, c0 + STRIDE, ... of the slice starting at chunk cofs of the rows.
-__device__ __forceinline__ void load_batch(const Params& prm, const long long* rows, const bool* ok, int cofs, int c0,
+// Chunks c0, c0 + STRIDE, ... of the rows.
+__device__ __forceinline__ void load_batch(const Params& prm, const long long* rows, const bool* ok, int c0,
                                            Batch& b) {
 #pragma unroll
   for (int r = 0; r < NROWS; ++r)
@@ -92,9 +81,9 @@ __device__ __forceinline__ void load_batch(const Params& prm, const long long* r
     for (int u = 0; u < U; ++u) {
       const int c = c0 + u * STRIDE;
       if (ok[r] && c < NCH) {
-        b.w[r][u] = ld_stream(prm.q + rows[r] * KDIM + (cofs + c) * 16);
-        b.s[r][u] = __ldg(prm.scale + rows[r] * KG + ((cofs + c) >> 1));
-        b.o[r][u] = __ldg(prm.offset + rows[r] * KG + ((cofs + c) >> 1));
+        b.w[r][u] = ld_stream(prm.q + rows[r] * KDIM + c * 16);
+        b.s[r][u] = __ldg(prm.scale + rows[r] * KG + (c >> 1));
+        b.o[r][u] = __ldg(prm.offset + rows[r] * KG + (c >> 1));
       } else {
         b.w[r][u] = make_uint4(0u, 0u, 0u, 0u);
         b.s[r][u] = 0.f;
@@ -111,29 +100,26 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
   __shared__ float ssq_red[NW];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int group = warp / WK, wk = warp % WK;
-  const int rb = blockIdx.x / SPLIT, slice = blockIdx.x % SPLIT;  // row block, K slice
-  const int cofs = slice * NCH;                                   // the slice's first chunk
-  const int unit0 = rb * UNITS_PER_CTA + group * R;
+  const int unit0 = blockIdx.x * UNITS_PER_CTA + group * R;
   long long rows[NROWS];
   bool ok[NROWS];
 #pragma unroll
   for (int r = 0; r < NROWS; ++r) rows[r] = slot_row(prm, unit0, r, ok[r]);
   const int cbase = lane + 32 * wk;
   Batch cur;
-  load_batch(prm, rows, ok, cofs, cbase, cur);  // before the wait: weights do not depend on the previous kernel
+  load_batch(prm, rows, ok, cbase, cur);  // before the wait: weights do not depend on the previous kernel
   float bias[R];
 #pragma unroll
   for (int r = 0; r < R; ++r)
     bias[r] = BIAS_KIND >= 0 && ok[r] ? any_f32<BIAS_KIND < 0 ? 2 : BIAS_KIND>(prm.bias, (int)rows[r]) : 0.f;
   float4 nw[PRE];  // the norm weights of this thread's first activation float4s (weights too: before the wait)
-  first_norms<NORM_KIND, NIT, PRE, NT>(prm.norm_w, KSL / 4, tid, nw);
+  first_norms<NORM_KIND, NIT, PRE, NT>(prm.norm_w, KDIM / 4, tid, nw);
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #if EARLY
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
-  // Stage the activation (times the norm weights) of this CTA's K slice: fp8_common.cuh's stage_act.
-  float ssq = stage_act<NORM_KIND, NIT, PRE, NT>((const float4*)prm.act + 4 * cofs, prm.norm_w, KSL / 4, NCH, tid, nw,
-                                                xs4, xsum);
+  // Stage the activation (times the norm weights): fp8_common.cuh's stage_act.
+  float ssq = stage_act<NORM_KIND, NIT, PRE, NT>((const float4*)prm.act, prm.norm_w, KDIM / 4, NCH, tid, nw, xs4, xsum);
   if (NORM_KIND >= 0) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) ssq += __shfl_xor_sync(0xffffffffu, ssq, o);
@@ -153,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
 #pragma unroll 1
   for (int b = 0; b < NB; ++b) {
     Batch nxt;
-    if (b + 1 < NB) load_batch(prm, rows, ok, cofs, cbase + (b + 1) * U * STRIDE, nxt);
+    if (b + 1 < NB) load_batch(prm, rows, ok, cbase + (b + 1) * U * STRIDE, nxt);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = cbase + (b * U + u) * STRIDE;
@@ -211,32 +197,11 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
       if (MODE == 0) {
         prm.out[u] = y[r] * rstd + bias[r];
       } else if (MODE == 1) {
-        if (SPLIT > 1) prm.part[(long long)slice * prm.units + u] = y[r];
-        else prm.out[u] = __ldcg(prm.out + u) + y[r];
+        prm.out[u] = __ldcg(prm.out + u) + y[r];
       } else {
         const float g = y[r] * rstd, v = y[r + (MODE == 2 ? R : 0)] * rstd;
         prm.out[u] = g / (1.f + __expf(-g)) * v;
       }
     }
   }
-#if SPLIT > 1
-  // The row block's last CTA adds the slices' sums, in slice order (release: every writer's fence, then the
-  // ticket; acquire: the last CTA's fence after it, reads through L2).
-  __shared__ int last;
-  if (writer) __threadfence();
-  __syncthreads();
-  if (tid == 0) last = atomicAdd(prm.tickets + rb, 1) == SPLIT - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  for (int i = tid; i < UNITS_PER_CTA; i += NT) {
-    const int u = rb * UNITS_PER_CTA + i;
-    if (u >= prm.units) break;
-    float t = 0.f;
-#pragma unroll
-    for (int sl = 0; sl < SPLIT; ++sl) t += __ldcg(prm.part + (long long)sl * prm.units + u);
-    prm.out[u] = __ldcg(prm.out + u) + t;
-  }
-  if (tid == 0) prm.tickets[rb] = 0;
-#endif
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The first GPU window after session 4 (which had no device time left to check its work): the one-pass FP8
 # dequantization kernel of the prefill (kernels/fp8_dequantize.py) on the GPU (its tests, then the FP8 fast-path
-# tests whose prefill now uses it), the CUDA FP8 GEMV tests with the new K-split residual configs (Config.S),
+# tests whose prefill now uses it), the CUDA FP8 GEMV tests (then with K-split residual configs, since removed),
 # the FP8/bf16 bench on the 1.5B shape (TTFT shows the prefill: before it,
 # H200 18.4 vs 4.7 ms at 128 tokens), then why FP8 loses the H200's bandwidth: the step kernel by kernel, FP8
 # and bf16 (lab.profile_step), each CUDA FP8 GEMV config per
