@@ -295,7 +295,8 @@ def _edit(args) -> int:
               file=sys.stderr)
         return 2
     device = "cuda" if torch.cuda.is_available() else "cpu"
-    engine = Engine.from_pretrained(args.model, device=device, max_context=4096)
+    kernels = kernel_choice(args) if device == "cuda" else {}
+    engine = Engine.from_pretrained(args.model, device=device, max_context=4096, **kernels)
     print(f"loaded: {engine.info}", file=sys.stderr)
     result = edit_main(args, engine)
     if args.json:

@@ -10,7 +10,7 @@ import os
 def add_kernel_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--attention", choices=["auto", "cuda", "triton"], default=None,
                    help="fast path's decode attention kernel (default: $INFERENCE_ATTENTION or auto)")
-    p.add_argument("--gemv", choices=["auto", "overlap", "triton", "mma"], default=None,
+    p.add_argument("--gemv", choices=["auto", "overlap", "triton", "mma", "cols"], default=None,
                    help="fast path's GEMV kernels (default: $INFERENCE_GEMV or auto)")
     p.add_argument("--tuning", default="auto", help="kernels.tuning row: auto (this GPU's), generic, or a row name")
 

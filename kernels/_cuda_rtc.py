@@ -159,7 +159,7 @@ class CudaKernel:
         self.module, self.fn = ctypes.c_void_p(), ctypes.c_void_p()
         _check(drv.cuModuleLoadData(ctypes.byref(self.module), cubin), "cuModuleLoadData")
         _check(drv.cuModuleGetFunction(ctypes.byref(self.fn), self.module, name.encode()), "cuModuleGetFunction")
-        if smem > 48 * 1024:
+        if smem > 32 * 1024:  # past 48 KB with the kernel's static shared memory needs the opt-in too
             _check(drv.cuFuncSetAttribute(self.fn, _ATTR_MAX_DYNAMIC_SHARED, smem), "cuFuncSetAttribute(smem)")
         if carveout is not None:
             _check(drv.cuFuncSetAttribute(self.fn, _ATTR_CARVEOUT, carveout), "cuFuncSetAttribute(carveout)")

@@ -156,6 +156,8 @@ def _attn_kernel(
     n_ctx = pos + 1
     chunk = tl.maximum(tl.cdiv(tl.cdiv(n_ctx, S), CHUNK_ALIGN) * CHUNK_ALIGN, MIN_CHUNK)
     n_active = tl.cdiv(n_ctx, chunk)  # splits with rows: always the prefix 0..n_active-1
+    if split >= n_active:  # an empty split: nothing to read, store or merge (at short context, most of them)
+        return
     start = split * chunk
     end = tl.minimum(start + chunk, n_ctx)
     end_old = tl.minimum(end, pos)  # cache rows read; row pos (the new token) comes from registers

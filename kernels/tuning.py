@@ -104,6 +104,8 @@ class Tuning:
                             "small)", "PERF.md: Two tiles in flight")
     verify_group: int = knob(4, "a speculative verify step's GEMVs take at most 4 columns per program (an 8-token "
                              "step as two neighbouring groups)", "PERF.md: Speculative verify step")
+    cols_gemv: bool = knob(False, "the one-launch GEMVs of plain and speculating steps are not the CUDA column "
+                           "GEMVs (kernels.cols_gemv)", "PERF.md: Speculative verify step")
     mma_gemv: bool = knob(False, "the one-launch GEMVs of plain and speculating steps are Triton's: the tensor-core "
                           "ones make a one-token step 1.78x (H100, 1.5B)", "PERF.md: Tensor-core GEMVs")
 

@@ -18,8 +18,10 @@ The choices (kernels/PERF.md has the measurements):
   releases them early); where gate/up stays Triton, o_proj prefetches its first rows into L2. "triton": one
   Triton launch per GEMV. "mma": kernels.gemv_mma_cols / lm_head_mma_cols (tensor cores, 1..16 columns, the
   same bits per column for any count): a speculating run's plain steps, whose verify steps run the same GEMVs
-  on k columns. "auto": overlap beside the CUDA attention (where it streams and the row says stream_gemv),
-  triton (mma where the row says mma_gemv) beside the Triton attention.
+  on k columns. "cols": kernels.cols_gemv (CUDA C on CUDA cores, 1..16 columns, the same bits per column for
+  any count; Target.cols), for the same use. "auto": overlap beside the CUDA attention (where it streams and
+  the row says stream_gemv), else the row's one-launch GEMVs (`plain_gemv`: cols where the row says cols_gemv
+  and Target.cols, mma where it says mma_gemv, else triton) beside the Triton attention.
 - FP8 weights: gemv "auto" or "overlap": the CUDA C FP8 GEMVs (kernels.fp8_cuda_gemv; kind "cuda") at every
   position where they run here (Target.fp8_cuda) and the row says fp8_cuda_gemv (auto), of which the weights
   the row names in fp8_stream (up to K = fp8_stream_max_k, where Target.fp8_stream allows) stream through a
@@ -40,7 +42,7 @@ from kernels.tuning import Tuning
 from ..config import ModelConfig
 
 ATTENTION_MODES = ("auto", "cuda", "triton")
-GEMV_MODES = ("auto", "overlap", "triton", "mma")
+GEMV_MODES = ("auto", "overlap", "triton", "mma", "cols")
 STREAMED = ("o", "qkv", "gate_up")  # the layer weights the overlap GEMVs can stream, by LayerWeights field
 
 
@@ -54,6 +56,7 @@ class Target:
     fp8_lm_head: bool = False  # the LM head in FP8
     fp8_cuda: bool = False  # kernels.fp8_cuda_gemv runs every layer's FP8 weights here (Hopper, NVRTC)
     fp8_stream: frozenset = frozenset()  # weights (qkv, o, ...) kernels.fp8_stream_gemv takes in every layer
+    cols: bool = False  # kernels.cols_gemv takes every 16-bit layer weight and the LM head here (Hopper, NVRTC)
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ def choose(cfg: ModelConfig, tuning: Tuning, target: Target, attention: str = "a
     attention_mode = _attention_mode(tuning, target, attention)
 
     def kind(attention_kind: str) -> LayerPlan:  # (FP8: gemv_mode is "cuda" or "triton", never auto)
-        gemv_kind = gemv_mode if gemv_mode != "auto" else "overlap" if attention_kind == "cuda" else _plain(tuning)
+        gemv_kind = gemv_mode if gemv_mode != "auto" else "overlap" if attention_kind == "cuda" else plain_gemv(tuning, target)
         layer = _fp8_layer if target.fp8 else _layer
         return layer(cfg, tuning, target, attention_mode, attention_kind, gemv_kind)
 
@@ -153,8 +156,9 @@ def choose(cfg: ModelConfig, tuning: Tuning, target: Target, attention: str = "a
 
 def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
     if target.fp8:  # "cuda" (a plan's resolved mode, passed back by use_attention) is "overlap" here
-        if mode == "mma":
-            raise ValueError("FP8 weights have no MMA GEMVs (gemv auto, overlap or triton)")
+        if mode in ("mma", "cols"):
+            raise ValueError(f"FP8 weights have no {'MMA' if mode == 'mma' else 'column'} GEMVs (gemv auto, "
+                             "overlap or triton)")
         if mode not in GEMV_MODES + ("cuda",):
             raise ValueError(f"GEMV kernels must be auto, overlap or triton, not {mode!r}")
         if mode in ("overlap", "cuda") and not target.fp8_cuda:
@@ -164,22 +168,27 @@ def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
             return "cuda"
         return "triton"
     if mode not in GEMV_MODES:
-        raise ValueError(f"GEMV kernels must be auto, overlap, triton or mma, not {mode!r}")
-    if mode == "mma":
+        raise ValueError(f"GEMV kernels must be auto, overlap, triton, mma or cols, not {mode!r}")
+    if mode == "cols" and not target.cols:
+        raise ValueError("the CUDA column GEMVs need bf16/fp16 weights with K % 8 == 0 and a GPU of compute "
+                         "capability >= 9.0 with NVRTC")
+    if mode in ("mma", "cols"):
         return mode
     names = () if mode == "triton" else STREAMED if t.streams_qkv_gate_up(cfg.hidden_size) else ("o",)
     ok = set(names) <= target.streamable
     if mode == "auto":
-        return "auto" if ok and t.stream_gemv else _plain(t)
+        return "auto" if ok and t.stream_gemv else plain_gemv(t, target)
     if not ok:
         raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with sizes that are multiples of 16 "
                          "and a GPU of compute capability >= 9.0 with NVRTC")
     return mode
 
 
-def _plain(t: Tuning) -> str:
-    """The one-launch GEMVs of this row's 16-bit plain steps: "mma" where the row says mma_gemv, else "triton"."""
-    return "mma" if t.mma_gemv else "triton"
+def plain_gemv(t: Tuning, target: Target) -> str:
+    """The one-launch GEMVs of this row's 16-bit plain steps, which a speculating run's verify steps repeat on k
+    columns: "cols" where the row says cols_gemv and the GPU runs them, "mma" where it says mma_gemv, else
+    "triton"."""
+    return "cols" if t.cols_gemv and target.cols else "mma" if t.mma_gemv else "triton"
 
 
 def _attention_mode(t: Tuning, target: Target, mode: str) -> str:
@@ -205,12 +214,13 @@ def _attention(t: Tuning, mode: str, kind: str, overlap: bool, carveout: int | N
 def _layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, attention_kind: str,
            gemv_kind: str) -> LayerPlan:
     """16-bit weights: the Triton GEMVs, the overlap GEMVs streamed beside the attention, or the MMA GEMVs."""
-    if gemv_kind == "mma":
+    if gemv_kind in ("mma", "cols"):
         workspace, attention = _attention(t, attention_mode, attention_kind, False, None)
-        residual = launch("gemv_residual_mma")
-        return LayerPlan(attention_kind, gemv_kind, workspace, launch("rmsnorm_gemv_mma"), attention, residual,
-                         launch("rmsnorm_gate_up_silu_mma"), residual, launch("rmsnorm_gemv_mma"),
-                         launch("lm_head_argmax_mma"))
+        name = {"mma": "{}_mma", "cols": "cols_{}"}[gemv_kind].format
+        residual = launch(name("gemv_residual"))
+        return LayerPlan(attention_kind, gemv_kind, workspace, launch(name("rmsnorm_gemv")), attention, residual,
+                         launch(name("rmsnorm_gate_up_silu")), residual, launch(name("rmsnorm_gemv")),
+                         launch(name("lm_head_argmax")))
     overlap = gemv_kind == "overlap"
     streamed = overlap and t.streams_qkv_gate_up(cfg.hidden_size)  # QKV and gate/up stream too
     c = t.stream_carveout if streamed else None

@@ -32,7 +32,7 @@ import torch
 from torch import Tensor
 
 from kernels import cluster_attention as cluster
-from kernels import fp8_cuda_gemv, fp8_stream_gemv
+from kernels import cols_gemv, fp8_cuda_gemv, fp8_stream_gemv
 from kernels import stream_gemv as stream
 from kernels.decode_attention import AttentionWorkspace, default_num_splits
 from kernels.feed_token import feed_token
@@ -47,7 +47,7 @@ from ..quant import LINEAR_FIELDS, Fp8Weight, is_fp8
 from ..runner import Runner
 from ..sampling import Sampler, SamplingParams
 from ..weights import ModelWeights
-from .plan import STREAMED, LayerPlan, StepPlan, Target, Workspace, choose
+from .plan import STREAMED, LayerPlan, StepPlan, Target, Workspace, choose, plain_gemv
 from .prefill import PrefillModel
 from .step import StepLaunches, bind_step
 
@@ -81,7 +81,7 @@ class FastRunner(Runner):
         self.logits = torch.zeros(cfg.vocab_size, **f32)
         self.scale = cfg.head_dim ** -0.5
         self.argmax_scratch = argmax_scratch(self.device)
-        self.mma_scratch = mma_scratch(self.device)  # the MMA GEMVs' LM head (gemv "mma")
+        self.mma_scratch = mma_scratch(self.device)  # the column GEMVs' LM head (gemv "mma", "cols")
         self.ring = torch.zeros(RING, dtype=torch.int64, pin_memory=True)
         self.host_pos = 0  # self.pos as the host knows it (the ring slot of each step's token)
         self.graphs: dict[tuple, torch.cuda.CUDAGraph] = {}  # (sampler mode, fused tail, attention, gemv) -> step
@@ -100,11 +100,13 @@ class FastRunner(Runner):
                                for n in LINEAR_FIELDS)
         fp8_stream = frozenset(n for n in LINEAR_FIELDS if fp8_cuda and all(
             fp8_stream_gemv.supported(getattr(layer, n).q) for layer in w.layers))
+        cols = not fp8 and all(cols_gemv.supported(getattr(layer, n)) for layer in w.layers
+                               for n in LINEAR_FIELDS) and cols_gemv.supported(w.lm_head)
         return Target(sms=torch.cuda.get_device_properties(self.device).multi_processor_count,
                       cuda_attention=cluster.supported(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
                                                        self.cache.k.dtype, self.device),
                       streamable=streamable, fp8=fp8, fp8_lm_head=isinstance(w.lm_head, Fp8Weight),
-                      fp8_cuda=fp8_cuda, fp8_stream=fp8_stream)
+                      fp8_cuda=fp8_cuda, fp8_stream=fp8_stream, cols=cols)
 
     # -- the plan: which kernels the steps launch --------------------------------------------------
     def _plan(self, plan: StepPlan) -> None:
@@ -149,7 +151,8 @@ class FastRunner(Runner):
 
     def use_gemv(self, mode: str = "auto") -> str:
         """Which kernels the layers' GEMVs (QKV, o_proj, gate/up, down) use: "triton" (one launch per
-        GEMV, any GPU); "mma" (kernels.gemv_mma_cols on tensor cores: a speculating run's plain steps); "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and
+        GEMV, any GPU); "mma" (kernels.gemv_mma_cols on tensor cores) or "cols" (kernels.cols_gemv, CUDA C): a
+        speculating run's plain steps; "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and
         gate/up (weights streamed through shared memory from before the PDL wait; Hopper, NVRTC, bf16/fp16
         weights), Triton for the rest; "auto": overlap where it is supported and the step uses the CUDA
         attention (and the tuning row streams), else triton. FP8 weights: "auto" / "overlap" run the CUDA C FP8
@@ -298,9 +301,11 @@ class FastRunner(Runner):
     @property
     def speculative_kernels(self) -> tuple[str, str]:
         """(attention, gemv) modes of a speculating run's plain steps, whose arithmetic its verify steps repeat
-        per column: the Triton attention, and the Triton GEMVs or, where the tuning row says mma_gemv, the
-        tensor-core ones (inference.speculative.fast_verify)."""
-        return "triton", "mma" if self.tuning.mma_gemv else "triton"
+        per column: the Triton attention, and the column GEMVs the runner was asked for (gemv "cols" or "mma"),
+        else the row's one-launch GEMVs (plan.plain_gemv: the CUDA column GEMVs, the tensor-core ones or the
+        Triton ones; inference.speculative.fast_verify)."""
+        asked = (getattr(self, "_modes_before_speculation", None) or (self.attention_mode, self.gemv_mode))[1]
+        return "triton", asked if asked in ("cols", "mma") else plain_gemv(self.tuning, self.target)
 
     @property
     def speculation_keeps_kernels(self) -> bool:
@@ -388,6 +393,10 @@ class FastRunner(Runner):
         return self.ring[slot:slot + 1]
 
     # -- public hooks for tools (lab/): the step as captured, and its plan ---------------------------
+    def verify_step(self):
+        """The speculative verify step (inference.speculative.fast_verify.FastVerifier; built on first use)."""
+        return self._verifier()
+
     def step_graph(self) -> torch.cuda.CUDAGraph:
         """The captured step for the current sampler mode and kernels (captured on first use)."""
         return self._graph()

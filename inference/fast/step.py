@@ -25,6 +25,7 @@ from torch import Tensor
 
 from kernels import cluster_attention as cluster
 from kernels import stream_gemv as stream
+from kernels.cols_gemv import cols_gemv_residual, cols_lm_head_argmax, cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv
 from kernels.decode_attention import decode_attention
 from kernels.fp8_cuda_gemv import fp8_cuda_gemv_residual, fp8_cuda_rmsnorm_gate_up_silu, fp8_cuda_rmsnorm_gemv
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu
@@ -56,6 +57,8 @@ KERNELS: dict[str, Callable] = {
     "fp8_stream_rmsnorm_gate_up_silu": fp8_stream_rmsnorm_gate_up_silu,
     "rmsnorm_gemv_mma": rmsnorm_gemv_mma, "gemv_residual_mma": gemv_residual_mma,
     "rmsnorm_gate_up_silu_mma": rmsnorm_gate_up_silu_mma, "lm_head_argmax_mma": lm_head_argmax_mma,
+    "cols_rmsnorm_gemv": cols_rmsnorm_gemv, "cols_gemv_residual": cols_gemv_residual,
+    "cols_rmsnorm_gate_up_silu": cols_rmsnorm_gate_up_silu, "cols_lm_head_argmax": cols_lm_head_argmax,
 }
 
 
@@ -131,7 +134,8 @@ def bind_step(plan: LayerPlan, s, workspace, kernels: dict[str, Callable] = KERN
             gate_up=bind(plan.gate_up, s.x, layer.mlp_norm, eps, *operands(layer.gate_up), s.h, pdl=pdl, **at),
             down=bind(plan.down, s.h, *operands(layer.down), s.x, pdl=pdl, **at)))
     head = operands(w.lm_head)
-    scratch = s.mma_scratch if plan.lm_head_argmax.kernel == "lm_head_argmax_mma" else s.argmax_scratch
+    column_heads = ("lm_head_argmax_mma", "cols_lm_head_argmax")  # their scratch: kernels.lm_head_mma_cols'
+    scratch = s.mma_scratch if plan.lm_head_argmax.kernel in column_heads else s.argmax_scratch
     return StepLaunches(
         layers,
         lm_head=bind(plan.lm_head, s.x, *head, s.logits, norm_w=w.norm, eps=eps, pdl=pdl),

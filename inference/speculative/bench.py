@@ -135,7 +135,7 @@ def edit_main(args, engine) -> dict:
     return result
 
 
-def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8), families=("triton", "mma")) -> dict:
+def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8), families=("triton", "mma", "cols")) -> dict:
     import torch
 
     with torch.inference_mode():
@@ -143,8 +143,8 @@ def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8), familie
 
 
 def _verify_cost(engine, context: int, iters: int, widths, families) -> dict:
-    """Per GEMV family of the speculation (the tuning row's mma_gemv: "triton" = the k-column Triton twins,
-    "mma" = the tensor-core GEMVs): device time per replay of the one-token step graph on the kernels a
+    """Per GEMV family of the speculation (the tuning row's, plan.plain_gemv: "triton" = the k-column Triton
+    twins, "mma" = the tensor-core GEMVs, "cols" = the CUDA column GEMVs): device time per replay of the one-token step graph on the kernels a
     speculating run decodes with and of the verify graph of each width; and a one-token step on the runner's
     default kernels (plain decode without speculation), us."""
     from dataclasses import replace
@@ -171,7 +171,7 @@ def _verify_cost(engine, context: int, iters: int, widths, families) -> dict:
 
     out = {"context": context}
     for family in families:
-        runner.use_tuning(replace(base, mma_gemv=family == "mma"), *modes)
+        runner.use_tuning(replace(base, mma_gemv=family == "mma", cols_gemv=family == "cols"), *modes)
         runner.start(prompt, SamplingParams(max_tokens=4 * iters + 64, ignore_eos=True, speculate=True))
         v = runner._verifier()
         pos = runner.host_pos
@@ -182,7 +182,7 @@ def _verify_cost(engine, context: int, iters: int, widths, families) -> dict:
         for kc in widths:
             draft = list(range(200, 200 + kc - 1))
             graph = v.graph(kc)
-            v._load(draft)
+            v.load(draft)
             us = timed(graph.replay)
             runner.pos.fill_(pos)  # every replay advanced it
             t = time.perf_counter()
@@ -207,7 +207,7 @@ def verify_main(args, engine) -> dict:
     print("| speculation's GEMVs | one-token step us (kernels) | tokens per verify step | verify graph us "
           "| vs its one-token step | vs default step | verify call (host wait) us |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for family in ("triton", "mma"):
+    for family in ("triton", "mma", "cols"):
         f = r.get(family)
         for key, x in (f or {}).items():
             if isinstance(x, dict):

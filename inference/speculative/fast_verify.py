@@ -2,13 +2,14 @@
 
 A verify step of KC tokens (a draft-width bucket: 2, 4 or 8) runs the decode step's layer loop on KC columns:
 every weight tile is read once for the KC columns, and column c computes, bit for bit, what the plain decode
-step of a speculating run computes at position pos + c. Two families of GEMVs (`gemv`, the tuning row's
-mma_gemv; FastRunner.speculative_kernels):
+step of a speculating run computes at position pos + c. Three families of GEMVs (`gemv`: the tuning row's,
+inference.fast.plan.plain_gemv; FastRunner.speculative_kernels):
 - "triton" (default): the k-column twins of the one-column Triton decode kernels on CUDA cores
   (kernels/{rmsnorm_gemv,gemv_residual,gate_up_silu,lm_head_argmax}_cols.py: the same launch configs and
   partial sums per column; `group` columns per program); the plain steps run the Triton kernels;
 - "mma": the tensor-core GEMVs of 1..16 columns (kernels.gemv_mma_cols, kernels.lm_head_mma_cols), whose
-  column bits do not depend on the column count; the plain steps run them on one column.
+  column bits do not depend on the column count; the plain steps run them on one column;
+- "cols": the CUDA C GEMVs of 1..16 columns on CUDA cores (kernels.cols_gemv), the same property.
 Per layer: QKV, decode_attention_cols (the KC new k/v rows written, each column attending causally; column c
 is the Triton decode attention at pos + c), o_proj, gate/up, down; then the LM head + argmax: the KC argmaxes,
 the length n of the drafted prefix that agrees with them, and the runner's step state left as its own step
@@ -32,6 +33,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
+from kernels.cols_gemv import cols_gemv_residual, cols_lm_head_argmax, cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv
 from kernels.decode_attention import AttentionWorkspace
 from kernels.decode_attention_cols import decode_attention_cols
 from kernels.gate_up_silu_cols import rmsnorm_gate_up_silu_cols
@@ -42,7 +44,7 @@ from kernels.lm_head_mma_cols import lm_head_argmax_mma, mma_scratch
 from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols
 
 BUCKETS = (2, 4, 8)  # tokens per verify step (the last one + up to 7 drafted); small: a column costs registers
-GEMVS = ("triton", "mma")
+GEMVS = ("triton", "mma", "cols")
 
 
 class FastVerifier:
@@ -74,7 +76,7 @@ class FastVerifier:
         self.logits = torch.zeros(W, cfg.vocab_size, **f32)
         self.ws = AttentionWorkspace(cfg.num_heads, cfg.head_dim, attention.num_splits, dev,
                                      combine_group=attention.group, columns=W)
-        self.scratch = mma_scratch(dev) if gemv == "mma" else cols_scratch(dev)
+        self.scratch = mma_scratch(dev) if gemv in ("mma", "cols") else cols_scratch(dev)
         self.scale = cfg.head_dim ** -0.5
         self.draft = torch.zeros(W - 1, dtype=torch.int64, device=dev)
         self.klen = torch.zeros(1, dtype=torch.int64, device=dev)  # how many of `draft` are real
@@ -122,9 +124,10 @@ class FastVerifier:
         X[0].copy_(self.x)
         if kc > 1:
             X[1:].copy_(w.embed.index_select(0, self.draft[:kc - 1]))
-        if self.gemv == "mma":
-            qkv_, o_, gate_up_, down_ = (partial(f, pdl=pdl) for f in (rmsnorm_gemv_mma, gemv_residual_mma,
-                                                                       rmsnorm_gate_up_silu_mma, gemv_residual_mma))
+        if self.gemv in ("mma", "cols"):
+            fs = ((rmsnorm_gemv_mma, gemv_residual_mma, rmsnorm_gate_up_silu_mma) if self.gemv == "mma" else
+                  (cols_rmsnorm_gemv, cols_gemv_residual, cols_rmsnorm_gate_up_silu))
+            qkv_, o_, gate_up_, down_ = (partial(f, pdl=pdl) for f in fs + fs[1:2])
         else:
             g = None if self.group is None or kc % min(self.group, kc) else self.group
             at = dict(pdl=pdl, tuning=self.tuning, group=g)
@@ -137,15 +140,17 @@ class FastVerifier:
             o_(attn, layer.o, X)
             gate_up_(X, layer.mlp_norm, eps, layer.gate_up, h)
             down_(h, layer.down, X)
-        if self.gemv == "mma":
-            lm_head_argmax_mma(X, w.lm_head, self.logits[:kc], self.token, self.pos, w.embed, self.scratch, w.norm,
+        if self.gemv in ("mma", "cols"):
+            head = lm_head_argmax_mma if self.gemv == "mma" else cols_lm_head_argmax
+            head(X, w.lm_head, self.logits[:kc], self.token, self.pos, w.embed, self.scratch, w.norm,
                                eps, draft=self.draft, klen=self.klen, x_next=self.x, result=self.result[kc], pdl=pdl)
         else:
             lm_head_argmax_cols(X, w.lm_head, self.logits[:kc], self.scratch, self.draft, self.klen, self.token,
                                 self.pos, w.embed, self.x, self.result[kc], norm_w=w.norm, eps=eps, pdl=pdl,
                                 tuning=self.tuning, group=g)
 
-    def _load(self, draft: list[int]) -> int:
+    def load(self, draft: list[int]) -> int:
+        """Put `draft` into the verify step's inputs (padded to its bucket); returns the bucket."""
         k = len(draft)
         assert 1 <= k < self.width, f"a draft of 1..{self.width - 1} tokens, not {k}"
         self.host_in[:k] = torch.tensor(draft, dtype=torch.int64)
@@ -162,7 +167,7 @@ class FastVerifier:
     @torch.inference_mode()
     def run_eager(self, draft: list[int], pos: int | None = None) -> list[int]:
         """run() without a graph: the accepted drafted tokens plus the model's next one."""
-        kc = self._load(draft)
+        kc = self.load(draft)
         self._body(kc)
         if self.cuda:
             torch.cuda.current_stream().synchronize()
@@ -179,7 +184,7 @@ class FastVerifier:
         """Replay the verify step of `draft` (run() without waiting); returns its bucket, for finish()."""
         kc = self.bucket(len(draft))
         graph = self.graph(kc)
-        self._load(draft)
+        self.load(draft)
         graph.replay()
         self.done.record()
         return kc

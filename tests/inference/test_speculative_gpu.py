@@ -1,7 +1,7 @@
 """Speculative decoding on the GPU fast path (inference.speculative.fast_verify), random weights.
 
-For both GEMV families of the speculation (the tuning row's mma_gemv: the k-column twins of the Triton decode
-kernels, or the tensor-core GEMVs of 1..16 columns) column c of a verify step is bit for bit the plain step
+For each GEMV family of the speculation (the k-column twins of the Triton decode kernels, the tensor-core GEMVs
+of 1..16 columns, the CUDA column GEMVs of kernels.cols_gemv) column c of a verify step is bit for bit the plain step
 of a speculating run at position pos + c. So, in bf16, speculative greedy output equals the plain greedy
 output on those kernels token for token, and a verify step's logits and cache rows equal those of the plain
 steps they replace, bit for bit.
@@ -19,7 +19,7 @@ REPEATING = [random.Random(1).randrange(10, 1000) for _ in range(40)] * 4
 
 def engine_for(tmp_path_factory, shape, dtype, layers=4, gemv="triton"):
     """An engine on a random-weight checkpoint whose plain steps run the speculation's kernels of GEMV family
-    `gemv` (the tuning row's mma_gemv), so that its plain runs are the twins of its speculating ones."""
+    `gemv` (asked for as the engine's GEMVs), so that its plain runs are the twins of its speculating ones."""
     from dataclasses import replace
 
     from inference.engine import Engine
@@ -29,7 +29,7 @@ def engine_for(tmp_path_factory, shape, dtype, layers=4, gemv="triton"):
     path = write_checkpoint(shape, tmp_path_factory.mktemp(shape) / "m", layers=layers, device="cuda")
     e = Engine.from_pretrained(path, device="cuda", dtype=dtype, max_context=1024)
     e.draft_config = DraftConfig(min_match=1, max_backoff=0, cost_aware=False)  # verify at every chance
-    e.runner.use_tuning(replace(e.runner.tuning, mma_gemv=gemv == "mma"), "triton", gemv)
+    e.runner.use_tuning(replace(e.runner.tuning, mma_gemv=gemv == "mma", cols_gemv=gemv == "cols"), "triton", gemv)
     assert e.runner.speculative_kernels == ("triton", gemv)
     return e
 
@@ -46,7 +46,8 @@ def run(engine, ids, **kw):
 
 
 @pytest.mark.parametrize("shape,gemv", [("qwen2.5-coder-1.5b", "triton"), ("qwen2.5-coder-1.5b", "mma"),
-                                        ("qwen3-1.7b", "triton"), ("llama-3.2-1b", "mma")])
+                                        ("qwen3-1.7b", "triton"), ("llama-3.2-1b", "mma"),
+                                        ("qwen2.5-coder-1.5b", "cols"), ("qwen3-1.7b", "cols"), ("llama-3.2-1b", "cols")])
 def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_path_factory, shape, gemv):
     dtype = "bfloat16"
     e = engine_for(tmp_path_factory, shape, dtype, layers=2, gemv=gemv)
@@ -62,7 +63,7 @@ def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_p
 
 
 @pytest.mark.parametrize("shape,gemv", [("qwen2.5-coder-1.5b", "triton"), ("qwen2.5-coder-1.5b", "mma"),
-                                        ("qwen3-1.7b", "mma")])
+                                        ("qwen3-1.7b", "mma"), ("qwen2.5-coder-1.5b", "cols"), ("qwen3-1.7b", "cols")])
 def test_a_verify_step_computes_the_plain_steps_logits_and_cache_rows_bit_for_bit(tmp_path_factory, shape, gemv):
     from inference.sampling import SamplingParams
 
@@ -89,7 +90,7 @@ def test_a_verify_step_computes_the_plain_steps_logits_and_cache_rows_bit_for_bi
         assert int(runner.token) == tokens[-1]
 
 
-@pytest.mark.parametrize("gemv", ["triton", "mma"])
+@pytest.mark.parametrize("gemv", ["triton", "mma", "cols"])
 def test_verify_graph_equals_the_eager_verify(tmp_path_factory, gemv):
     from inference.sampling import SamplingParams
 

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from inference.config import ModelConfig
-from inference.fast.plan import STREAMED, Prefetch, Target, Workspace, choose
+from inference.fast.plan import STREAMED, Prefetch, Target, Workspace, choose, plain_gemv
 from inference.fast.step import KERNELS, bind_step
 from inference.quant import Fp8Weight
 from inference.weights import LayerWeights, ModelWeights
@@ -199,7 +199,7 @@ def target(gpu: FakeGpu, cfg: ModelConfig, weights: str = "bf16") -> Target:
     fp8 = weights != "bf16"
     return Target(sms=gpu.sms, cuda_attention=gpu.cuda_attention(cfg),
                   streamable=frozenset(STREAMED) if gpu.nvrtc and not fp8 else frozenset(),
-                  fp8=fp8, fp8_lm_head=weights == "fp8", fp8_cuda=fp8 and gpu.nvrtc)
+                  fp8=fp8, fp8_lm_head=weights == "fp8", fp8_cuda=fp8 and gpu.nvrtc, cols=gpu.nvrtc and not fp8)
 
 
 def plan_for(gpu: str, shape: str, weights: str = "bf16", attention: str = "auto", gemv: str = "auto"):
@@ -333,6 +333,31 @@ def test_gemv_mma_plans_the_tensor_core_gemvs_beside_the_requested_attention():
     assert calls[0][1]["scratch"] is state.mma_scratch and calls[0][1]["x"] is state.x
     with pytest.raises(ValueError, match="no MMA GEMVs"):
         plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="mma")
+
+
+def test_gemv_cols_plans_the_cuda_column_gemvs_where_the_gpu_runs_them():
+    """The CUDA column GEMVs (kernels.cols_gemv) for a speculating run's plain steps, with the column LM head's
+    scratch; refused without NVRTC and for FP8 weights; the row's one-launch GEMVs where it says cols_gemv."""
+    plan = plan_for("h200", "smollm2-135m", attention="triton", gemv="cols")
+    p = plan.at(0)
+    assert plan.gemv_mode == "cols" and (p.attention_kind, p.gemv_kind) == ("triton", "cols")
+    assert [getattr(p, s).kernel for s in p.SLOTS + ("lm_head", "lm_head_argmax")] == [
+        "cols_rmsnorm_gemv", "decode_attention", "cols_gemv_residual", "cols_rmsnorm_gate_up_silu",
+        "cols_gemv_residual", "cols_rmsnorm_gemv", "cols_lm_head_argmax"]
+    cfg = model_config("smollm2-135m")
+    state = fake_state(cfg, fake_weights(cfg, False, False))
+    calls = []
+    step = bind_step(p, state, "ws", {n: recorder(n, f, calls) for n, f in KERNELS.items()})
+    step.lm_head_argmax()
+    assert calls[0][1]["scratch"] is state.mma_scratch and calls[0][1]["x"] is state.x
+    with pytest.raises(ValueError, match="CUDA column GEMVs need"):
+        plan_for("h200-no-nvrtc", "smollm2-135m", gemv="cols")
+    with pytest.raises(ValueError, match="no column GEMVs"):
+        plan_for("h200", "smollm2-135m", weights="fp8", gemv="cols")
+    gpu = GPUS["h200"]
+    row = replace(gpu.row, cols_gemv=True)
+    assert choose(cfg, row, target(gpu, cfg)).at(0).gemv_kind == "cols"  # Triton attention (head_dim 64): auto
+    assert plain_gemv(row, target(GPUS["h200-no-nvrtc"], cfg)) == "triton"
 
 
 @pytest.mark.parametrize("attention, gemv, message", [

@@ -1,0 +1,223 @@
+"""The decode GEMVs for 1..16 activation columns in CUDA C on CUDA cores (Hopper with NVRTC, 16-bit weights):
+speculative decoding's verify step (k columns) AND the plain steps of a speculating run (one column), which must
+compute the same bits. The same contracts as kernels.gemv_mma_cols / lm_head_mma_cols (their PyTorch
+references too):
+    cols_rmsnorm_gemv          out[c] = W @ (rmsnorm(x[c]) * norm_w) + bias     (QKV; final norm + LM head)
+    cols_gemv_residual         x[c] += W @ a[c]                                 (o_proj, down_proj)
+    cols_rmsnorm_gate_up_silu  out[c] = silu(W_g @ n_c) * (W_u @ n_c)
+    cols_lm_head_argmax        the LM head's logits, per-column argmax, the draft's acceptance, the token fed back
+
+Why: the tensor-core GEMVs (gemv_mma_cols) give column-count-independent bits but a slow one-column step, and
+the k-column twins of the Triton kernels (rmsnorm_gemv_cols, ...) copy the one-column kernels' per-tile partial
+sums per column: k accumulator tiles and k block-wide reductions per program, so a verify step of 8 tokens cost
+2.7x a one-token step on the 135M default model (H200; lab.profile_verify). Here each column's arithmetic is
+written out (kernels/csrc/cols_gemv.cu: explicit float32 operations in a fixed order, compiled without FMA
+contraction, warp-shuffle trees), so it does not depend on how many columns a launch carries, and a column costs
+its multiply-adds and a few shuffles: the weights are read once per launch for all columns.
+
+Launch configs (`Config`, a function of the weight's shape and kind only, never of the column count): R rows per
+warp, WK warps splitting K, NW warps per CTA, U chunks per row and batch. Columns are staged in shared memory,
+CG per CTA (`column_groups`: a divisor of the column count within SMEM_CAP; the groups of a row block are
+neighbouring CTAs).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from functools import lru_cache
+
+import torch
+
+from kernels import _cuda_rtc
+from kernels._util import WEIGHT_DTYPES, check_vec
+from kernels.gemv_mma_cols import NC, as_cols, check_weight
+from kernels.lm_head_mma_cols import SCRATCH
+
+MODES = {"rmsnorm_gemv": (0, "cols_rmsnorm_gemv"), "residual": (1, "cols_gemv_residual"),
+         "gate_up": (2, "cols_gate_up_silu"), "lm_head": (3, "cols_lm_head_argmax")}
+_KIND = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
+COMPILE_OPTIONS = ("--fmad=false",)  # every multiply-add is an explicit fmaf: the same in every variant
+SMEM_CAP = 96 * 1024  # staged columns per CTA: two CTAs an SM
+
+_SOURCE = _cuda_rtc.load_source("cols_gemv.cu")  # CUDA C: kernels/csrc/cols_gemv.cu (+ common.cuh)
+
+
+@dataclass(frozen=True)
+class Config:
+    """R rows (gate/up: row pairs) per warp, WK warps per row group splitting K, NW warps per CTA, U chunks
+    per row and batch."""
+    R: int = 2
+    WK: int = 1
+    NW: int = 8
+    U: int = 4
+
+    def units_per_cta(self) -> int:
+        return self.NW // self.WK * self.R
+
+
+def config_for(mode: str, n: int, k: int) -> Config:
+    """The rule (kernels.fp8_cuda_gemv's shapes): gate/up a row pair per warp, o_proj / down_proj two warps a
+    row (few rows), QKV two rows a warp, the LM head two rows a warp and eight warps."""
+    if mode == "gate_up":
+        return Config(R=1, WK=1, NW=8, U=4)
+    if mode == "residual":
+        return Config(R=2, WK=2, NW=8, U=4) if k >= 4096 else Config(R=1, WK=2, NW=8, U=4)
+    if mode == "lm_head":
+        return Config(R=2, WK=1, NW=8, U=4)
+    return Config(R=2, WK=1, NW=4, U=4)
+
+
+def column_groups(ncols: int, k: int) -> int:
+    """Columns per CTA: the largest divisor of ncols whose staged activation (4 k bytes a column) fits SMEM_CAP."""
+    return max(d for d in range(1, ncols + 1) if ncols % d == 0 and (d == 1 or 4 * k * d <= SMEM_CAP))
+
+
+class _Params(ctypes.Structure):
+    _fields_ = [("w", ctypes.c_void_p), ("act", ctypes.c_void_p), ("norm_w", ctypes.c_void_p),
+                ("bias", ctypes.c_void_p), ("out", ctypes.c_void_p), ("scratch", ctypes.c_void_p),
+                ("draft", ctypes.c_void_p), ("klen", ctypes.c_void_p), ("token", ctypes.c_void_p),
+                ("pos", ctypes.c_void_p), ("embed", ctypes.c_void_p), ("x_next", ctypes.c_void_p),
+                ("result", ctypes.c_void_p), ("ring", ctypes.c_void_p), ("ring_size", ctypes.c_int),
+                ("units", ctypes.c_int), ("groups", ctypes.c_int), ("ncols", ctypes.c_int), ("eps", ctypes.c_float)]
+
+
+def source(mode: str, k: int, cg: int, cfg: Config, wkind: int, norm_kind: int = -1, bias_kind: int = -1
+           ) -> tuple[str, str]:
+    """(CUDA source, kernel name) of a variant; kinds: -1 none, 0 bf16, 1 fp16, 2 fp32."""
+    m, name = MODES[mode]
+    assert k % 8 == 0 and cfg.NW % cfg.WK == 0 and cfg.R >= 1 and cfg.U >= 1 and 1 <= cg <= NC
+    per = -(-(k // 8) // (32 * cfg.WK))
+    defines = {"KERNEL_NAME": name, "MODE": m, "KDIM": k, "CG": cg, "R": cfg.R, "WK": cfg.WK, "NW": cfg.NW,
+               "U": max(1, min(cfg.U, per)), "WKIND": wkind, "NORM_KIND": norm_kind, "BIAS_KIND": bias_kind}
+    return "".join(f"#define {a} {b}\n" for a, b in defines.items()) + _SOURCE, name
+
+
+@lru_cache(maxsize=None)
+def _kernel(device_index: int, mode: str, k: int, cg: int, cfg: Config, wkind: int, norm_kind: int,
+            bias_kind: int):
+    src, name = source(mode, k, cg, cfg, wkind, norm_kind, bias_kind)
+    major, minor = torch.cuda.get_device_capability(device_index)
+    cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", COMPILE_OPTIONS)
+    return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), 4 * k * cg, 1)
+
+
+def supported(w: torch.Tensor) -> bool:
+    """Whether these kernels take the 16-bit weight `w` ([N, K], K % 8 == 0) on its device."""
+    return (w.dim() == 2 and w.dtype in (torch.bfloat16, torch.float16) and w.is_contiguous()
+            and w.shape[1] % 8 == 0 and w.data_ptr() % 16 == 0 and w.device.type == "cuda"
+            and _cuda_rtc.available(w.device))
+
+
+def _ptr(t: torch.Tensor | None) -> int:
+    return t.data_ptr() if t is not None else 0
+
+
+def _launch(mode: str, w, act, out, units: int, ncols: int, cfg: Config | None, *, norm_w=None, bias=None,
+            eps: float = 1e-6, pdl: bool = False, head: dict | None = None) -> None:
+    assert supported(w), "the CUDA column GEMVs need contiguous bf16/fp16 weights, K % 8 == 0, a Hopper GPU"
+    k = w.shape[1]
+    assert act.data_ptr() % 16 == 0, "the activation must be 16-byte aligned"
+    assert norm_w is None or norm_w.data_ptr() % (4 * norm_w.element_size()) == 0, "norm_w: 4-element aligned"
+    dev = w.device.index if w.device.index is not None else torch.cuda.current_device()
+    cfg = cfg or config_for(mode, units, k)
+    cg = column_groups(ncols, k)
+    kern = _kernel(dev, mode, k, cg, cfg, _KIND[w.dtype], -1 if norm_w is None else _KIND[norm_w.dtype],
+                   -1 if bias is None else _KIND[bias.dtype])
+    h = head or {}
+    ring = h.get("ring")
+    prm = _Params(w.data_ptr(), act.data_ptr(), _ptr(norm_w), _ptr(bias), out.data_ptr(), _ptr(h.get("scratch")),
+                  _ptr(h.get("draft")), _ptr(h.get("klen")), _ptr(h.get("token")), _ptr(h.get("pos")),
+                  _ptr(h.get("embed")), _ptr(h.get("x_next")), _ptr(h.get("result")), _ptr(ring),
+                  ring.numel() if ring is not None else 1, units, ncols // cg, ncols, eps)
+    blocks = -(-units // cfg.units_per_cta())
+    kern.launch((blocks * (ncols // cg), 1, 1), 32 * cfg.NW, [prm], pdl=pdl)
+
+
+def cols_rmsnorm_gemv(
+    x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, norm_w: torch.Tensor | None = None, eps: float = 1e-6,
+    bias: torch.Tensor | None = None, *, pdl: bool = False, config: Config | None = None,
+) -> torch.Tensor:
+    """out[c] = W @ (rmsnorm(x[c]) * norm_w) + bias for the n columns of x ([n, K] or one [K]); out [n, N]
+    (or [N]). Reference: kernels.gemv_mma_cols.rmsnorm_gemv_mma_ref. Returns out."""
+    n, k = check_weight(w)
+    xs, outs = as_cols(x, k, "x"), as_cols(out, n, "out")
+    assert outs.shape[0] == xs.shape[0], "x and out must have the same number of columns"
+    if norm_w is not None:
+        check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
+    if bias is not None:
+        check_vec(bias, n, "bias", WEIGHT_DTYPES)
+    assert x.device == w.device == out.device
+    _launch("rmsnorm_gemv", w, xs, outs, n, xs.shape[0], config, norm_w=norm_w, bias=bias, eps=eps, pdl=pdl)
+    return out
+
+
+def cols_gemv_residual(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl: bool = False,
+                       config: Config | None = None) -> torch.Tensor:
+    """x[c] += W @ a[c] for the n columns of a ([n, K] or [K]) and x ([n, N] or [N]), in place; returns x."""
+    n, k = check_weight(w)
+    as_, xs = as_cols(a, k, "a"), as_cols(x, n, "x")
+    assert as_.shape[0] == xs.shape[0], "a and x must have the same number of columns"
+    assert a.device == w.device == x.device and a.data_ptr() != x.data_ptr(), "a and x: different buffers"
+    _launch("residual", w, as_, xs, n, xs.shape[0], config, pdl=pdl)
+    return x
+
+
+def cols_rmsnorm_gate_up_silu(
+    x: torch.Tensor, norm_w: torch.Tensor, eps: float, w_gate_up: torch.Tensor, out: torch.Tensor, *,
+    pdl: bool = False, config: Config | None = None,
+) -> torch.Tensor:
+    """out[c] = silu(W[0:I] @ n_c) * (W[I:2I] @ n_c), n_c = rmsnorm(x[c]) * norm_w, for the n columns of
+    x ([n, K] or [K]); out [n, I] (or [I]). Returns out."""
+    two_i, k = check_weight(w_gate_up, "W_gate_up")
+    assert two_i % 2 == 0, "gate_up must have an even number of rows"
+    xs, outs = as_cols(x, k, "x"), as_cols(out, two_i // 2, "out")
+    assert outs.shape[0] == xs.shape[0], "x and out must have the same number of columns"
+    check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
+    assert x.device == w_gate_up.device == out.device
+    _launch("gate_up", w_gate_up, xs, outs, two_i // 2, xs.shape[0], config, norm_w=norm_w, eps=eps, pdl=pdl)
+    return out
+
+
+def cols_lm_head_argmax(
+    x: torch.Tensor, w: torch.Tensor, logits: torch.Tensor, token: torch.Tensor, pos: torch.Tensor,
+    embed: torch.Tensor, scratch: torch.Tensor, norm_w: torch.Tensor | None = None, eps: float = 1e-6,
+    ring: torch.Tensor | None = None, *, draft: torch.Tensor | None = None, klen: torch.Tensor | None = None,
+    x_next: torch.Tensor | None = None, result: torch.Tensor | None = None, pdl: bool = False,
+    config: Config | None = None,
+) -> torch.Tensor:
+    """kernels.lm_head_mma_cols.lm_head_argmax_mma's contract (reference: lm_head_argmax_mma_ref; scratch:
+    mma_scratch's): the n columns' logits and argmaxes (the largest logit, the lowest row among equal ones);
+    with a draft the accepted length a; token = argmax of column a, pos += a + 1, ring[pos % R] = token,
+    x_next (default: x, one column only) = embed[token]; result = (argmaxes, a). Returns token."""
+    n, k = check_weight(w)
+    xs = as_cols(x, k, "x")
+    cols = xs.shape[0]
+    lg = as_cols(logits, n, "logits")
+    assert lg.shape[0] == cols, "x and logits must have the same number of columns"
+    check_vec(scratch, SCRATCH, "scratch", (torch.int64,))
+    assert (draft is None) == (klen is None), "draft and klen go together"
+    if draft is not None:
+        assert draft.dim() == 1 and draft.numel() >= cols - 1 and draft.dtype == torch.int64 and draft.is_contiguous()
+        check_vec(klen, 1, "klen", (torch.int64,))
+    if x_next is None:
+        assert cols == 1, "x_next is needed with more than one column"
+        x_next = xs.view(-1)
+    check_vec(token, 1, "token", (torch.int64,))
+    check_vec(pos, 1, "pos", (torch.int32,))
+    check_vec(x_next, k, "x_next")
+    assert embed.dim() == 2 and embed.shape[1] == k and embed.is_contiguous() and embed.shape[0] >= n
+    assert embed.dtype == w.dtype, "embed and W: the same 16-bit dtype"
+    if result is not None:
+        check_vec(result, cols + 1, "result", (torch.int64,))
+        assert result.device == x.device or result.is_pinned(), "result: on the device or in pinned host memory"
+    if ring is not None:
+        check_vec(ring, ring.numel(), "ring", (torch.int64,))
+        assert ring.device == x.device or ring.is_pinned(), "ring: on the device or in pinned host memory"
+    if norm_w is not None:
+        check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
+    assert n < 2 ** 31
+    head = dict(scratch=scratch, draft=draft, klen=klen, token=token, pos=pos, embed=embed, x_next=x_next,
+                result=result, ring=ring)
+    _launch("lm_head", w, xs, lg, n, cols, config, norm_w=norm_w, eps=eps, pdl=pdl, head=head)
+    return token

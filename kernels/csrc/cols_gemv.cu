@@ -1,0 +1,273 @@
+// Decode GEMVs over CG activation columns on CUDA cores, 16-bit weights; launcher, contract and references:
+// kernels/cols_gemv.py, which prepends the #defines of a variant:
+//   MODE 0 rmsnorm_gemv (out[c] = W @ (rmsnorm(x[c]) * norm_w) + bias), 1 residual (out[c] += W @ a[c]),
+//        2 gate_up (out[c] = silu(Wg @ n_c) * (Wu @ n_c)), 3 lm_head (logits as MODE 0, then the per-column
+//        argmax, the draft's acceptance and the next token fed back: kernels.lm_head_mma_cols' contract);
+//   KDIM (K, a multiple of 8); CG columns per CTA (G = gridDim.x / row blocks column groups, neighbours in
+//   launch order); R rows (gate_up: row pairs) per warp; WK warps per row group (they split K); NW warps per
+//   CTA; U chunks per row loaded per batch; WKIND (0 bf16, 1 fp16 weights); NORM_KIND / BIAS_KIND (-1 none,
+//   0 bf16, 1 fp16, 2 fp32).
+// Column c's arithmetic does not depend on CG or on the other columns: the staged activation's sum of squares
+// (per thread in k order, a shuffle tree, then the warps in order), every product and sum written out as
+// float32 operations in a fixed order (compiled with --fmad=false: no contraction the compiler could choose
+// differently per variant), shuffle trees per column, the WK warps' partials added in order. So a verify step
+// (CG columns) computes for each column the bits of the plain step (one column).
+// A lane reads 16-byte chunks (8 weights) of its rows, chunk c = lane + 32 * (wk + WK * i); batches of U chunks
+// per row in registers, the next batch loaded while this one is multiplied, the first before the PDL wait. The
+// activation (times norm_w) is staged once per CTA in shared memory, half-chunk float4 j of chunk c of column q
+// at xs4[(2q + j) * NCH + c] (a warp reads consecutive float4s).
+#include "common.cuh"
+#define NCH (KDIM / 8)                       // 16-byte chunks per row
+#define STRIDE (32 * WK)                     // chunk stride of a lane
+#define PER ((NCH + STRIDE - 1) / STRIDE)    // chunks per lane and row (at most)
+#define NB ((PER + U - 1) / U)               // batches
+#define NROWS (MODE == 2 ? 2 * R : R)        // weight rows per warp
+#define GROUPS (NW / WK)                     // row groups per CTA
+#define UNITS_PER_CTA (GROUPS * R)
+#define NT (NW * 32)                         // threads per CTA
+#define K4 (KDIM / 4)                        // float4s per activation column
+#define NIT ((K4 + NT - 1) / NT)             // activation float4s per thread and column
+#define NC 16                                // columns of the LM head's scratch (kernels.gemv_mma_cols.NC)
+
+struct Params {  // mirrored by _Params in kernels/cols_gemv.py
+  const u32* w; const float* act; const void* norm_w; const void* bias; float* out;
+  long long* scratch; const long long* draft; const long long* klen; long long* token; int* pos;
+  const u16* embed; float* x_next; long long* result; long long* ring;
+  int ring_size; int units; int groups; int ncols; float eps;
+};
+
+__device__ __forceinline__ float lo16(u32 w) { return WKIND == 1 ? h2f(w & 0xffffu) : __uint_as_float(w << 16); }
+__device__ __forceinline__ float hi16(u32 w) { return WKIND == 1 ? h2f(w >> 16) : __uint_as_float(w & 0xffff0000u); }
+
+// Four weights (words a, b) times x, in k order, the first a product.
+__device__ __forceinline__ float dot4(u32 a, u32 b, float4 x) {
+  return fmaf(hi16(b), x.w, fmaf(lo16(b), x.z, fmaf(hi16(a), x.y, __fmul_rn(lo16(a), x.x))));
+}
+
+__device__ __forceinline__ uint4 ld_stream(const u32* p) {  // read once: keep it out of L1
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
+}
+
+struct Batch { uint4 w[NROWS][U]; };
+
+__device__ __forceinline__ void load_batch(const Params& prm, const long long* rows, const bool* ok, int c0,
+                                           Batch& b) {
+#pragma unroll
+  for (int r = 0; r < NROWS; ++r)
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + u * STRIDE;
+      b.w[r][u] = ok[r] && c < NCH ? ld_stream(prm.w + rows[r] * (KDIM / 2) + c * 4) : make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
+template <int KIND> __device__ __forceinline__ float4 norm4(const void* p, int k4) {
+  if (KIND == 2) return __ldg((const float4*)p + k4);
+  if (KIND < 0) return make_float4(1.f, 1.f, 1.f, 1.f);
+  const uint2 b = __ldg((const uint2*)p + k4);
+  return make_float4(bits16_f32<KIND>(b.x & 0xffffu), bits16_f32<KIND>(b.x >> 16), bits16_f32<KIND>(b.y & 0xffffu),
+                     bits16_f32<KIND>(b.y >> 16));
+}
+
+// A column's best (value, lowest row) as kernels.lm_head_argmax's ordered int64 key.
+__device__ __forceinline__ long long argmax_key(float v, int row) {
+  const int bits = __float_as_int(v);
+  const int ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF);
+  return ((long long)ordered << 32) + (long long)(2147483647 - row);
+}
+
+extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params prm) {
+  extern __shared__ __align__(16) unsigned char smem[];  // dynamic: xs4 [CG * 2 * NCH] float4
+  float4* xs4 = (float4*)smem;
+  __shared__ float red[NW][CG * NROWS];
+  __shared__ float ssq_red[NW][CG];
+  __shared__ float rstd_s[CG];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int group = warp / WK, wk = warp % WK;
+  const int block = blockIdx.x / prm.groups, cgrp = blockIdx.x % prm.groups;  // column groups are neighbours
+  const int col0 = cgrp * CG;
+  const int unit0 = block * UNITS_PER_CTA + group * R;
+  long long rows[NROWS];
+  bool ok[NROWS];
+#pragma unroll
+  for (int r = 0; r < NROWS; ++r) {
+    const int u = unit0 + (r % R);
+    ok[r] = u < prm.units;
+    rows[r] = MODE == 2 && r >= R ? (long long)prm.units + u : (long long)u;
+  }
+  const int cbase = lane + 32 * wk;
+  Batch cur;
+  load_batch(prm, rows, ok, cbase, cur);  // before the wait: weights do not depend on the previous kernel
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+
+  // Stage the CTA's columns (times norm_w), with each column's sum of squares.
+  float ssq[CG];
+#pragma unroll
+  for (int q = 0; q < CG; ++q) ssq[q] = 0.f;
+#pragma unroll
+  for (int i = 0; i < NIT; ++i) {
+    const int k4 = tid + i * NT;
+    if (k4 < K4) {
+      float4 v[CG];  // every column's loads in flight at once: one L2 round trip per i, not one per column
+#pragma unroll
+      for (int q = 0; q < CG; ++q) v[q] = __ldcg((const float4*)prm.act + (size_t)(col0 + q) * K4 + k4);
+      const float4 n = norm4<NORM_KIND>(prm.norm_w, k4);
+#pragma unroll
+      for (int q = 0; q < CG; ++q) {
+        float4 x = v[q];
+        ssq[q] = fmaf(x.w, x.w, fmaf(x.z, x.z, fmaf(x.y, x.y, fmaf(x.x, x.x, ssq[q]))));
+        if (NORM_KIND >= 0) { x.x = __fmul_rn(x.x, n.x); x.y = __fmul_rn(x.y, n.y); x.z = __fmul_rn(x.z, n.z); x.w = __fmul_rn(x.w, n.w); }
+        xs4[(2 * q + (k4 & 1)) * NCH + (k4 >> 1)] = x;
+      }
+    }
+  }
+  if (NORM_KIND >= 0 || MODE == 3) {
+#pragma unroll
+    for (int q = 0; q < CG; ++q) {
+      float s = ssq[q];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
+      if (lane == 0) ssq_red[warp][q] = s;
+    }
+  }
+  __syncthreads();
+  if (NORM_KIND >= 0 && tid < CG) {
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < NW; ++i) s = __fadd_rn(s, ssq_red[i][tid]);
+    rstd_s[tid] = rsqrtf(__fadd_rn(__fdiv_rn(s, (float)KDIM), prm.eps));
+  }
+
+  float acc[CG][NROWS];
+#pragma unroll
+  for (int q = 0; q < CG; ++q)
+#pragma unroll
+    for (int r = 0; r < NROWS; ++r) acc[q][r] = 0.f;
+#pragma unroll 1
+  for (int b = 0; b < NB; ++b) {
+    Batch nxt;
+    if (b + 1 < NB) load_batch(prm, rows, ok, cbase + (b + 1) * U * STRIDE, nxt);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = cbase + (b * U + u) * STRIDE;
+      if (c < NCH) {
+#pragma unroll
+        for (int q = 0; q < CG; ++q) {
+          const float4 xa = xs4[2 * q * NCH + c], xb = xs4[(2 * q + 1) * NCH + c];
+#pragma unroll
+          for (int r = 0; r < NROWS; ++r) {
+            const uint4 w = cur.w[r][u];
+            acc[q][r] = __fadd_rn(acc[q][r], __fadd_rn(dot4(w.x, w.y, xa), dot4(w.z, w.w, xb)));
+          }
+        }
+      }
+    }
+    if (b + 1 < NB) cur = nxt;
+  }
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#pragma unroll
+  for (int q = 0; q < CG; ++q)
+#pragma unroll
+    for (int r = 0; r < NROWS; ++r)
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) acc[q][r] = __fadd_rn(acc[q][r], __shfl_xor_sync(0xffffffffu, acc[q][r], o));
+  if (WK > 1) {
+    if (lane == 0) {
+#pragma unroll
+      for (int q = 0; q < CG; ++q)
+#pragma unroll
+        for (int r = 0; r < NROWS; ++r) red[warp][q * NROWS + r] = acc[q][r];
+    }
+    __syncthreads();
+    if (wk == 0) {
+#pragma unroll
+      for (int q = 0; q < CG; ++q)
+#pragma unroll
+        for (int r = 0; r < NROWS; ++r) {
+          float t = 0.f;
+#pragma unroll
+          for (int i = 0; i < WK; ++i) t = __fadd_rn(t, red[warp + i][q * NROWS + r]);
+          acc[q][r] = t;
+        }
+    }
+  } else {
+    __syncthreads();  // rstd_s
+  }
+#if MODE == 3
+  __shared__ long long keys[CG][UNITS_PER_CTA];
+  __shared__ int last_s;
+  __shared__ long long token_s;
+#endif
+  if (wk == 0) {
+#pragma unroll
+    for (int q = 0; q < CG; ++q)
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        if ((q * R + r) % 32 != lane) continue;
+        const int u = unit0 + r;
+        const int col = col0 + q;
+        const float rs = NORM_KIND >= 0 ? rstd_s[q] : 1.f;
+#if MODE == 3
+        keys[q][group * R + r] = ok[r] ? argmax_key(__fmul_rn(acc[q][r], rs), u) : (long long)(-9223372036854775807LL - 1);
+#endif
+        if (!ok[r]) continue;
+        float* o = prm.out + (size_t)col * prm.units + u;
+        if (MODE == 0 || MODE == 3) {
+          float y = NORM_KIND >= 0 ? __fmul_rn(acc[q][r], rs) : acc[q][r];
+          if (BIAS_KIND >= 0) y = __fadd_rn(y, any_f32<BIAS_KIND < 0 ? 2 : BIAS_KIND>(prm.bias, u));
+          *o = y;
+        } else if (MODE == 1) {
+          *o = __fadd_rn(__ldcg(o), acc[q][r]);
+        } else {
+          const float g = __fmul_rn(acc[q][r], rs), v = __fmul_rn(acc[q][MODE == 2 ? r + R : r], rs);
+          *o = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.f, __expf(-g))), v);
+        }
+      }
+  }
+#if MODE == 3
+  __syncthreads();
+  if (tid < CG) {  // this CTA's vote per column
+    long long best = keys[tid][0];
+#pragma unroll
+    for (int i = 1; i < UNITS_PER_CTA; ++i) best = max(best, keys[tid][i]);
+    atomicMax(prm.scratch + col0 + tid, best);
+  }
+  __syncthreads();
+  if (tid == 0) {
+    __threadfence();
+    const unsigned long long t = atomicAdd((unsigned long long*)(prm.scratch + NC), 1ull);
+    last_s = t == (unsigned long long)(gridDim.x - 1);
+  }
+  __syncthreads();
+  if (!last_s) return;
+  __threadfence();
+  __shared__ long long g_s[NC];
+  __shared__ int agree_s[NC];
+  if (tid < prm.ncols) {  // the last CTA: read and reset the votes (a thread per column), compare with the draft
+    const long long won = atomicExch((unsigned long long*)(prm.scratch + tid), (unsigned long long)(-9223372036854775807LL - 1));
+    const long long g = 2147483647LL - (won & 0xFFFFFFFFLL);
+    g_s[tid] = g;
+    agree_s[tid] = prm.draft && tid < prm.ncols - 1 && tid < *prm.klen && prm.draft[tid] == g;
+    if (prm.result) prm.result[tid] = g;
+  }
+  __syncthreads();
+  if (tid == 0) {  // accept the agreeing prefix, feed its token
+    prm.scratch[NC] = 0;
+    int a = 0;
+    while (a < prm.ncols - 1 && agree_s[a]) ++a;
+    const long long token = g_s[a];
+    if (prm.result) prm.result[prm.ncols] = a;
+    *prm.token = token;
+    const int new_pos = *prm.pos + a + 1;
+    *prm.pos = new_pos;
+    if (prm.ring) prm.ring[new_pos % prm.ring_size] = token;
+    token_s = token;
+  }
+  __syncthreads();
+  const u16* e = prm.embed + token_s * KDIM;
+  for (int k = tid; k < KDIM; k += NT) prm.x_next[k] = WKIND == 1 ? h2f(e[k]) : __uint_as_float((u32)e[k] << 16);
+#endif
+}

@@ -1,0 +1,168 @@
+"""Spec for the CUDA-core GEMVs of 1..16 columns (kernels/cols_gemv.py, kernels/csrc/cols_gemv.cu): each equals
+its PyTorch twin (kernels.gemv_mma_cols' references) to float32 precision, and a column's output is the same bits
+whatever the other columns are and however many there are (1, 2, 3, 4, 8, 16; with column groups where the staged
+columns outgrow a CTA's shared memory): what makes a verify step's column equal the plain step. The LM head
+launch votes the argmax per column (ties to the lowest row), accepts the draft's agreeing prefix and feeds its
+token as kernels.lm_head_mma_cols does. Hopper GPUs only (NVRTC); the 135M default model's and the 1.5B's shapes.
+"""
+
+import pytest
+import torch
+from kernel_helpers import DEVICE, poisoned, randn, rel_err
+
+from kernels import _cuda_rtc
+from kernels.cols_gemv import (cols_gemv_residual, cols_lm_head_argmax, cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv,
+                               column_groups)
+from kernels.gemv_mma_cols import gemv_residual_mma_ref, rmsnorm_gate_up_silu_mma_ref, rmsnorm_gemv_mma_ref
+from kernels.lm_head_mma_cols import lm_head_argmax_mma_ref, mma_scratch
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not (torch.cuda.is_available() and _cuda_rtc.available()),
+                                                  reason="the CUDA column GEMVs need a Hopper GPU with NVRTC")]
+
+WIDTHS = [1, 2, 3, 4, 8, 16]
+SHAPES = [(960, 576), (576, 1536), (2048, 1536), (1536, 8960)]  # 135M QKV, down; 1.5B QKV, down (column groups)
+DTYPES = [torch.bfloat16, torch.float16]
+TOL = 1e-5  # relative error vs the float32 twin (float32 sums in another order)
+
+
+def columns(n, k, gen, scale=1.0):
+    """n activation columns: the first 8 random, later ones copies of them scaled (different bits)."""
+    x = randn(min(n, 8), k, gen=gen, scale=scale)
+    return torch.cat([x, x[: n - x.shape[0]] * 0.5]) if n > 8 else x
+
+
+def per_column(launch, x, out_cols):
+    """launch(x_c, out_c) for each column alone (one [K] vector), stacked: the plain step's view."""
+    return torch.stack([launch(x[c].contiguous(), out_cols(c)) for c in range(x.shape[0])])
+
+
+def test_column_groups_divide_the_columns_within_shared_memory():
+    assert column_groups(8, 1536) == 8 and column_groups(16, 576) == 16
+    assert column_groups(8, 8960) == 2 and column_groups(3, 8960) == 1 and column_groups(1, 100000) == 1
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,k", SHAPES)
+@pytest.mark.parametrize("with_norm,with_bias", [(True, True), (False, False)])
+def test_cols_rmsnorm_gemv_gives_each_column_the_same_bits_for_any_column_count(n, k, with_norm, with_bias, dtype, gen):
+    w = randn(n, k, gen=gen, dtype=dtype, scale=0.05)
+    norm_w = randn(k, gen=gen, dtype=torch.bfloat16) if with_norm else None
+    bias = randn(n, gen=gen, dtype=torch.bfloat16) if with_bias else None
+    x = columns(16, k, gen, scale=3.0)
+    alone = per_column(lambda xc, o: cols_rmsnorm_gemv(xc, w, o, norm_w, 1e-6, bias), x, lambda c: poisoned(n))
+    assert rel_err(alone, rmsnorm_gemv_mma_ref(x, w, norm_w, 1e-6, bias)) <= TOL
+    for cols in WIDTHS:
+        out = poisoned(cols, n)
+        assert cols_rmsnorm_gemv(x[:cols].contiguous(), w, out, norm_w, 1e-6, bias) is out
+        assert torch.equal(out, alone[:cols]), f"{cols} columns"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("n,k", SHAPES)
+def test_cols_gemv_residual_adds_in_place_with_the_same_bits_for_any_column_count(n, k, dtype, gen):
+    w = randn(n, k, gen=gen, dtype=dtype, scale=0.05)
+    a, x0 = columns(16, k, gen), columns(16, n, gen)
+
+    def one(c):
+        return cols_gemv_residual(a[c].contiguous(), w, x0[c].clone())
+
+    alone = torch.stack([one(c) for c in range(16)])
+    assert rel_err(alone, gemv_residual_mma_ref(a, w, x0)) <= TOL
+    for cols in WIDTHS:
+        x = x0[:cols].clone()
+        assert cols_gemv_residual(a[:cols].contiguous(), w, x) is x
+        assert torch.equal(x, alone[:cols]), f"{cols} columns"
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("i,k", [(1536, 576), (8960, 1536)])
+def test_cols_gate_up_silu_gives_each_column_the_same_bits_for_any_column_count(i, k, dtype, gen):
+    w = randn(2 * i, k, gen=gen, dtype=dtype, scale=0.05)
+    norm_w = randn(k, gen=gen, dtype=torch.bfloat16)
+    x = columns(16, k, gen, scale=2.0)
+    alone = per_column(lambda xc, o: cols_rmsnorm_gate_up_silu(xc, norm_w, 1e-6, w, o), x, lambda c: poisoned(i))
+    assert rel_err(alone, rmsnorm_gate_up_silu_mma_ref(x, norm_w, 1e-6, w)) <= TOL
+    for cols in WIDTHS:
+        out = poisoned(cols, i)
+        cols_rmsnorm_gate_up_silu(x[:cols].contiguous(), norm_w, 1e-6, w, out)
+        assert torch.equal(out, alone[:cols]), f"{cols} columns"
+
+
+def lm_head_case(gen, v, k, dtype=torch.bfloat16):
+    w = randn(v, k, gen=gen, dtype=dtype, scale=0.05)
+    embed = randn(v, k, gen=gen, dtype=dtype)
+    norm_w = randn(k, gen=gen, dtype=torch.bfloat16)
+    return w, embed, norm_w
+
+
+@pytest.mark.parametrize("v,k", [(49152, 576), (151936, 1536)])
+def test_cols_lm_head_argmax_accepts_the_agreeing_prefix_and_feeds_its_token(v, k, gen):
+    w, embed, norm_w = lm_head_case(gen, v, k)
+    x = randn(8, k, gen=gen)
+    logits_ref, g, _ = lm_head_argmax_mma_ref(x, w, norm_w=norm_w)
+    scratch = mma_scratch(DEVICE)
+    for cols, right, klen in [(8, 7, 7), (8, 3, 7), (8, 0, 7), (8, 7, 2), (4, 3, 3), (2, 1, 1), (2, 0, 1)]:
+        draft = g[:7].clone()  # column j's input is the token before; its argmax g[j] is compared with draft[j]
+        if right < 7:
+            draft[right] = (g[right] + 1) % v  # agrees up to `right`
+        token = torch.zeros(1, dtype=torch.int64, device=DEVICE)
+        pos = torch.tensor([100], dtype=torch.int32, device=DEVICE)
+        x_next, logits = poisoned(k), poisoned(cols, v)
+        result = torch.zeros(cols + 1, dtype=torch.int64, pin_memory=True)  # as the verify step's: host memory
+        cols_lm_head_argmax(x[:cols].contiguous(), w, logits, token, pos, embed, scratch, norm_w, 1e-6,
+                            draft=draft, klen=torch.tensor([klen], device=DEVICE), x_next=x_next, result=result)
+        torch.cuda.synchronize()
+        a = min(right, klen, cols - 1)
+        assert result.tolist() == g[:cols].tolist() + [a], (cols, right, klen)
+        assert int(token) == int(g[a]) and int(pos) == 100 + a + 1
+        assert torch.equal(x_next, embed[int(g[a])].float())
+        assert rel_err(logits, logits_ref[:cols]) <= TOL
+        assert scratch[:16].eq(scratch[0]).all() and int(scratch[16]) == 0  # reset for the next launch
+
+
+def test_cols_lm_head_argmax_one_column_is_the_plain_greedy_step(gen):
+    """One column, no draft (a plain step of a speculating run): token = argmax, pos + 1, the ring slot, x =
+    its embedding, and the logits are the same bits as that column in an 8-column launch."""
+    v, k = 49152, 576
+    w, embed, norm_w = lm_head_case(gen, v, k)
+    x8 = randn(8, k, gen=gen)
+    logits8 = poisoned(8, v)
+    scratch = mma_scratch(DEVICE)
+    cols_lm_head_argmax(x8, w, logits8, torch.zeros(1, dtype=torch.int64, device=DEVICE),
+                        torch.zeros(1, dtype=torch.int32, device=DEVICE), embed, scratch, norm_w, 1e-6,
+                        draft=torch.zeros(7, dtype=torch.int64, device=DEVICE),
+                        klen=torch.zeros(1, dtype=torch.int64, device=DEVICE), x_next=poisoned(k))
+    ring = torch.full((8,), -1, dtype=torch.int64, device=DEVICE)
+    for c in range(8):
+        x, logits = x8[c].clone(), poisoned(v)
+        token = torch.zeros(1, dtype=torch.int64, device=DEVICE)
+        pos = torch.tensor([10 + c], dtype=torch.int32, device=DEVICE)
+        assert cols_lm_head_argmax(x, w, logits, token, pos, embed, scratch, norm_w, 1e-6, ring) is token
+        assert torch.equal(logits, logits8[c])
+        assert int(token) == int(logits8[c].argmax()) and int(pos) == 11 + c and int(ring[(11 + c) % 8]) == int(token)
+        assert torch.equal(x, embed[int(token)].float())
+
+
+def test_cols_lm_head_argmax_ties_go_to_the_lowest_row(gen):
+    v, k = 300, 64
+    w, embed, _ = lm_head_case(gen, v, k)
+    w[250] = w[40]  # rows 40 and 250 give equal logits; 40 must win wherever it is the best
+    x = randn(2, k, gen=gen)
+    x[0] = w[40].float()
+    x[1] = w[250].float()
+    result = torch.zeros(3, dtype=torch.int64, device=DEVICE)
+    cols_lm_head_argmax(x, w, poisoned(2, v), torch.zeros(1, dtype=torch.int64, device=DEVICE),
+                        torch.zeros(1, dtype=torch.int32, device=DEVICE), embed, mma_scratch(DEVICE),
+                        draft=torch.zeros(1, dtype=torch.int64, device=DEVICE),
+                        klen=torch.zeros(1, dtype=torch.int64, device=DEVICE), x_next=poisoned(k), result=result)
+    assert result[:2].tolist() == [40, 40]
+
+
+def test_cols_launchers_refuse_bad_shapes(gen):
+    w = randn(32, 64, gen=gen, dtype=torch.bfloat16)
+    with pytest.raises(AssertionError, match="columns, must be 1..16"):
+        cols_rmsnorm_gemv(randn(17, 64, gen=gen), w, poisoned(17, 32))
+    with pytest.raises(AssertionError, match="same number of columns"):
+        cols_gemv_residual(randn(2, 64, gen=gen), w, poisoned(3, 32))
+    with pytest.raises(AssertionError, match="CUDA column GEMVs need"):
+        cols_rmsnorm_gemv(randn(2, 60, gen=gen), randn(32, 60, gen=gen, dtype=torch.bfloat16), poisoned(2, 32))
