@@ -39,6 +39,7 @@ MODES = {"rmsnorm_gemv": (0, "cols_rmsnorm_gemv"), "residual": (1, "cols_gemv_re
 _KIND = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 COMPILE_OPTIONS = ("--fmad=false",)  # every multiply-add is an explicit fmaf: the same in every variant
 SMEM_CAP = 96 * 1024  # staged columns per CTA: two CTAs an SM
+SMALL = 8 << 20  # weights this small are read again from L2 by a launch's column groups (config_for)
 
 _SOURCE = _cuda_rtc.load_source("cols_gemv.cu")  # CUDA C: kernels/csrc/cols_gemv.cu (+ common.cuh)
 
@@ -46,11 +47,12 @@ _SOURCE = _cuda_rtc.load_source("cols_gemv.cu")  # CUDA C: kernels/csrc/cols_gem
 @dataclass(frozen=True)
 class Config:
     """R rows (gate/up: row pairs) per warp, WK warps per row group splitting K, NW warps per CTA, U chunks
-    per row and batch."""
+    per row and batch, at most CG columns per CTA (more columns: neighbouring CTAs on the same rows)."""
     R: int = 2
     WK: int = 1
     NW: int = 8
     U: int = 4
+    CG: int = 16
 
     def units_per_cta(self) -> int:
         return self.NW // self.WK * self.R
@@ -58,19 +60,26 @@ class Config:
 
 def config_for(mode: str, n: int, k: int) -> Config:
     """The rule (kernels.fp8_cuda_gemv's shapes): gate/up a row pair per warp, o_proj / down_proj two warps a
-    row (few rows), QKV two rows a warp, the LM head two rows a warp and eight warps."""
+    row (few rows), QKV two rows a warp, the LM head four rows a warp and eight warps. Weights small enough to
+    be read again from L2 (<= SMALL bytes; n = I for gate/up) take at most 2 columns per CTA: a warp's serial
+    work grows with its columns, and the 135M model's layer GEMVs at 8 columns went 22.9 -> 16.3 us
+    (lab.probe_cols_gemv --sweep, H200; the LM head lost with fewer columns per CTA: its activation is
+    staged once per 64 rows)."""
+    small = (2 * n if mode == "gate_up" else n) * k * 2 <= SMALL
+    cg = 2 if small and mode != "lm_head" else 16
     if mode == "gate_up":
-        return Config(R=1, WK=1, NW=8, U=4)
+        return Config(R=1, WK=1, NW=8, U=4, CG=cg)
     if mode == "residual":
-        return Config(R=2, WK=2, NW=8, U=4) if k >= 4096 else Config(R=1, WK=2, NW=8, U=4)
+        return Config(R=2, WK=2, NW=8, U=4, CG=cg) if k >= 4096 else Config(R=1, WK=2, NW=8, U=4, CG=cg)
     if mode == "lm_head":
-        return Config(R=2, WK=1, NW=8, U=4)
-    return Config(R=2, WK=1, NW=4, U=4)
+        return Config(R=4, WK=1, NW=8, U=4)
+    return Config(R=2, WK=1, NW=4, U=4, CG=cg)
 
 
-def column_groups(ncols: int, k: int) -> int:
-    """Columns per CTA: the largest divisor of ncols whose staged activation (4 k bytes a column) fits SMEM_CAP."""
-    return max(d for d in range(1, ncols + 1) if ncols % d == 0 and (d == 1 or 4 * k * d <= SMEM_CAP))
+def column_groups(ncols: int, k: int, cap: int = 16) -> int:
+    """Columns per CTA: the largest divisor of ncols, at most `cap`, whose staged activation (4 k bytes a column)
+    fits SMEM_CAP."""
+    return max(d for d in range(1, ncols + 1) if ncols % d == 0 and (d == 1 or (4 * k * d <= SMEM_CAP and d <= cap)))
 
 
 class _Params(ctypes.Structure):
@@ -99,7 +108,7 @@ def _kernel(device_index: int, mode: str, k: int, cg: int, cfg: Config, wkind: i
     src, name = source(mode, k, cg, cfg, wkind, norm_kind, bias_kind)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", COMPILE_OPTIONS)
-    return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), 4 * k * cg, 1)
+    return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), 4 * k * cg, 1)  # (cfg.CG: unused)
 
 
 def supported(w: torch.Tensor) -> bool:
@@ -121,7 +130,7 @@ def _launch(mode: str, w, act, out, units: int, ncols: int, cfg: Config | None, 
     assert norm_w is None or norm_w.data_ptr() % (4 * norm_w.element_size()) == 0, "norm_w: 4-element aligned"
     dev = w.device.index if w.device.index is not None else torch.cuda.current_device()
     cfg = cfg or config_for(mode, units, k)
-    cg = column_groups(ncols, k)
+    cg = column_groups(ncols, k, cfg.CG)
     kern = _kernel(dev, mode, k, cg, cfg, _KIND[w.dtype], -1 if norm_w is None else _KIND[norm_w.dtype],
                    -1 if bias is None else _KIND[bias.dtype])
     h = head or {}

@@ -104,10 +104,17 @@ class Tuning:
                             "small)", "PERF.md: Two tiles in flight")
     verify_group: int = knob(4, "a speculative verify step's GEMVs take at most 4 columns per program (an 8-token "
                              "step as two neighbouring groups)", "PERF.md: Speculative verify step")
-    cols_gemv: bool = knob(False, "the one-launch GEMVs of plain and speculating steps are not the CUDA column "
-                           "GEMVs (kernels.cols_gemv)", "PERF.md: Speculative verify step")
+    cols_gemv_max_hidden: int = knob(1024, "the one-launch GEMVs of plain and speculating steps are the CUDA "
+                                     "column GEMVs (kernels.cols_gemv) up to hidden size 1024 (135M model: step "
+                                     "424 vs 475 us, verify 8 1044 vs 1177; 1.5B: step 1357 vs 1125)",
+                                     "PERF.md: Speculative verify step")
     mma_gemv: bool = knob(False, "the one-launch GEMVs of plain and speculating steps are Triton's: the tensor-core "
                           "ones make a one-token step 1.78x (H100, 1.5B)", "PERF.md: Tensor-core GEMVs")
+
+    def with_gemv_family(self, family: str) -> "Tuning":
+        """This row with the one-launch GEMVs of plain and speculating steps forced to `family` ("triton",
+        "mma" or "cols", where the GPU runs them) at every hidden size: the lab's and tests' A/B."""
+        return replace(self, mma_gemv=family == "mma", cols_gemv_max_hidden=1 << 30 if family == "cols" else 0)
 
     def streams_qkv_gate_up(self, hidden_size: int) -> bool:
         """Whether QKV and gate/up stream beside o_proj in the overlap GEMVs, for this hidden size."""
@@ -138,12 +145,13 @@ ROWS: tuple[tuple[tuple[str, ...], Tuning], ...] = (
 
 def generic(info: DeviceInfo) -> Tuning:
     """The fallback for a GPU not in ROWS: Triton kernels with the rule-based configs (no measured
-    overrides), no clusters, no streamed GEMVs; the down_proj L2 prefetch (a Hopper instruction) scaled
+    overrides), no clusters, no streamed or column CUDA GEMVs; the down_proj L2 prefetch (a Hopper instruction) scaled
     from the H200's 2 MB per 50 MB of L2 to this L2 (whole MB), on sm_90 and newer only."""
     prefetch = (info.l2_bytes * 2 // 50) // MB * MB if info.capability >= (9, 0) else 0
     return replace(H200, name="generic", why=f"fallback for {info.name}: {info.sms} SMs, "
                    f"{info.smem_per_block >> 10} KB shared memory per block, {info.l2_bytes >> 20} MB L2",
-                   cuda_attention=False, stream_gemv=False, fp8_cuda_gemv=False, fp8_stream=(), gate_up_l2_prefetch=0, down_l2_prefetch=prefetch,
+                   cuda_attention=False, stream_gemv=False, fp8_cuda_gemv=False, fp8_stream=(), cols_gemv_max_hidden=0,
+                   gate_up_l2_prefetch=0, down_l2_prefetch=prefetch,
                    fp8_down_l2_prefetch=prefetch,
                    gemv_overrides=())
 

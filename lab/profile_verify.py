@@ -72,7 +72,7 @@ def main(argv=None):
     prompt = [100 + i % 1000 for i in range(args.context)]
     print(f"{name}, {torch.cuda.get_device_name()}, context {args.context}, tuning {base.name}")
     for family in [f for f in args.families.split(",") if f]:
-        runner.use_tuning(replace(base, mma_gemv=family == "mma", cols_gemv=family == "cols"), *modes)
+        runner.use_tuning(base.with_gemv_family(family), *modes)
         runner.start(prompt, SamplingParams(max_tokens=8 * args.replays + 64, ignore_eos=True, speculate=True))
         v = runner.verify_step()
         pos = runner.host_pos

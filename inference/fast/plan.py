@@ -20,8 +20,8 @@ The choices (kernels/PERF.md has the measurements):
   same bits per column for any count): a speculating run's plain steps, whose verify steps run the same GEMVs
   on k columns. "cols": kernels.cols_gemv (CUDA C on CUDA cores, 1..16 columns, the same bits per column for
   any count; Target.cols), for the same use. "auto": overlap beside the CUDA attention (where it streams and
-  the row says stream_gemv), else the row's one-launch GEMVs (`plain_gemv`: cols where the row says cols_gemv
-  and Target.cols, mma where it says mma_gemv, else triton) beside the Triton attention.
+  the row says stream_gemv), else the row's one-launch GEMVs (`plain_gemv`: cols up to the row's
+  cols_gemv_max_hidden where Target.cols, mma where it says mma_gemv, else triton) beside the Triton attention.
 - FP8 weights: gemv "auto" or "overlap": the CUDA C FP8 GEMVs (kernels.fp8_cuda_gemv; kind "cuda") at every
   position where they run here (Target.fp8_cuda) and the row says fp8_cuda_gemv (auto), of which the weights
   the row names in fp8_stream (up to K = fp8_stream_max_k, where Target.fp8_stream allows) stream through a
@@ -145,7 +145,8 @@ def choose(cfg: ModelConfig, tuning: Tuning, target: Target, attention: str = "a
     attention_mode = _attention_mode(tuning, target, attention)
 
     def kind(attention_kind: str) -> LayerPlan:  # (FP8: gemv_mode is "cuda" or "triton", never auto)
-        gemv_kind = gemv_mode if gemv_mode != "auto" else "overlap" if attention_kind == "cuda" else plain_gemv(tuning, target)
+        gemv_kind = gemv_mode if gemv_mode != "auto" else "overlap" if attention_kind == "cuda" else plain_gemv(tuning, target,
+                                                                                                cfg.hidden_size)
         layer = _fp8_layer if target.fp8 else _layer
         return layer(cfg, tuning, target, attention_mode, attention_kind, gemv_kind)
 
@@ -177,18 +178,20 @@ def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
     names = () if mode == "triton" else STREAMED if t.streams_qkv_gate_up(cfg.hidden_size) else ("o",)
     ok = set(names) <= target.streamable
     if mode == "auto":
-        return "auto" if ok and t.stream_gemv else plain_gemv(t, target)
+        return "auto" if ok and t.stream_gemv else plain_gemv(t, target, cfg.hidden_size)
     if not ok:
         raise ValueError("the CUDA GEMV kernels need bf16/fp16 weights with sizes that are multiples of 16 "
                          "and a GPU of compute capability >= 9.0 with NVRTC")
     return mode
 
 
-def plain_gemv(t: Tuning, target: Target) -> str:
+def plain_gemv(t: Tuning, target: Target, hidden_size: int) -> str:
     """The one-launch GEMVs of this row's 16-bit plain steps, which a speculating run's verify steps repeat on k
-    columns: "cols" where the row says cols_gemv and the GPU runs them, "mma" where it says mma_gemv, else
-    "triton"."""
-    return "cols" if t.cols_gemv and target.cols else "mma" if t.mma_gemv else "triton"
+    columns: "cols" up to the row's cols_gemv_max_hidden where the GPU runs them, "mma" where the row says
+    mma_gemv, else "triton"."""
+    if target.cols and hidden_size <= t.cols_gemv_max_hidden:
+        return "cols"
+    return "mma" if t.mma_gemv else "triton"
 
 
 def _attention_mode(t: Tuning, target: Target, mode: str) -> str:

@@ -305,7 +305,8 @@ class FastRunner(Runner):
         else the row's one-launch GEMVs (plan.plain_gemv: the CUDA column GEMVs, the tensor-core ones or the
         Triton ones; inference.speculative.fast_verify)."""
         asked = (getattr(self, "_modes_before_speculation", None) or (self.attention_mode, self.gemv_mode))[1]
-        return "triton", asked if asked in ("cols", "mma") else plain_gemv(self.tuning, self.target)
+        return "triton", asked if asked in ("cols", "mma") else plain_gemv(self.tuning, self.target,
+                                                                           self.cfg.hidden_size)
 
     @property
     def speculation_keeps_kernels(self) -> bool:

@@ -171,7 +171,7 @@ def _verify_cost(engine, context: int, iters: int, widths, families) -> dict:
 
     out = {"context": context}
     for family in families:
-        runner.use_tuning(replace(base, mma_gemv=family == "mma", cols_gemv=family == "cols"), *modes)
+        runner.use_tuning(base.with_gemv_family(family), *modes)
         runner.start(prompt, SamplingParams(max_tokens=4 * iters + 64, ignore_eos=True, speculate=True))
         v = runner._verifier()
         pos = runner.host_pos

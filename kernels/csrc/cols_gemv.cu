@@ -39,9 +39,10 @@ struct Params {  // mirrored by _Params in kernels/cols_gemv.py
 __device__ __forceinline__ float lo16(u32 w) { return WKIND == 1 ? h2f(w & 0xffffu) : __uint_as_float(w << 16); }
 __device__ __forceinline__ float hi16(u32 w) { return WKIND == 1 ? h2f(w >> 16) : __uint_as_float(w & 0xffff0000u); }
 
-// Four weights (words a, b) times x, in k order, the first a product.
-__device__ __forceinline__ float dot4(u32 a, u32 b, float4 x) {
-  return fmaf(hi16(b), x.w, fmaf(lo16(b), x.z, fmaf(hi16(a), x.y, __fmul_rn(lo16(a), x.x))));
+// The 8 weights of a 16-byte chunk as float32, in k order.
+__device__ __forceinline__ void unpack8(uint4 w, float* f) {
+  f[0] = lo16(w.x); f[1] = hi16(w.x); f[2] = lo16(w.y); f[3] = hi16(w.y);
+  f[4] = lo16(w.z); f[5] = hi16(w.z); f[6] = lo16(w.w); f[7] = hi16(w.w);
 }
 
 __device__ __forceinline__ uint4 ld_stream(const u32* p) {  // read once: keep it out of L1
@@ -154,13 +155,18 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
     for (int u = 0; u < U; ++u) {
       const int c = cbase + (b * U + u) * STRIDE;
       if (c < NCH) {
+        float wf[NROWS][8];  // unpacked once, used by every column
+#pragma unroll
+        for (int r = 0; r < NROWS; ++r) unpack8(cur.w[r][u], wf[r]);
 #pragma unroll
         for (int q = 0; q < CG; ++q) {
           const float4 xa = xs4[2 * q * NCH + c], xb = xs4[(2 * q + 1) * NCH + c];
 #pragma unroll
-          for (int r = 0; r < NROWS; ++r) {
-            const uint4 w = cur.w[r][u];
-            acc[q][r] = __fadd_rn(acc[q][r], __fadd_rn(dot4(w.x, w.y, xa), dot4(w.z, w.w, xb)));
+          for (int r = 0; r < NROWS; ++r) {  // one fused multiply-add per weight, in k order
+            float a = acc[q][r];
+            a = fmaf(wf[r][0], xa.x, a); a = fmaf(wf[r][1], xa.y, a); a = fmaf(wf[r][2], xa.z, a);
+            a = fmaf(wf[r][3], xa.w, a); a = fmaf(wf[r][4], xb.x, a); a = fmaf(wf[r][5], xb.y, a);
+            a = fmaf(wf[r][6], xb.z, a); acc[q][r] = fmaf(wf[r][7], xb.w, a);
           }
         }
       }

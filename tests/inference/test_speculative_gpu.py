@@ -20,8 +20,6 @@ REPEATING = [random.Random(1).randrange(10, 1000) for _ in range(40)] * 4
 def engine_for(tmp_path_factory, shape, dtype, layers=4, gemv="triton"):
     """An engine on a random-weight checkpoint whose plain steps run the speculation's kernels of GEMV family
     `gemv` (asked for as the engine's GEMVs), so that its plain runs are the twins of its speculating ones."""
-    from dataclasses import replace
-
     from inference.engine import Engine
     from inference.speculative import DraftConfig
     from inference.synth import write_checkpoint
@@ -29,7 +27,7 @@ def engine_for(tmp_path_factory, shape, dtype, layers=4, gemv="triton"):
     path = write_checkpoint(shape, tmp_path_factory.mktemp(shape) / "m", layers=layers, device="cuda")
     e = Engine.from_pretrained(path, device="cuda", dtype=dtype, max_context=1024)
     e.draft_config = DraftConfig(min_match=1, max_backoff=0, cost_aware=False)  # verify at every chance
-    e.runner.use_tuning(replace(e.runner.tuning, mma_gemv=gemv == "mma", cols_gemv=gemv == "cols"), "triton", gemv)
+    e.runner.use_tuning(e.runner.tuning.with_gemv_family(gemv), "triton", gemv)
     assert e.runner.speculative_kernels == ("triton", gemv)
     return e
 

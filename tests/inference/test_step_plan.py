@@ -22,7 +22,7 @@ import torch
 from inference.config import ModelConfig
 from inference.fast.plan import STREAMED, Prefetch, Target, Workspace, choose, plain_gemv
 from inference.fast.step import KERNELS, bind_step
-from inference.quant import Fp8Weight
+from inference.quant import LINEAR_FIELDS, Fp8Weight
 from inference.weights import LayerWeights, ModelWeights
 from kernels.tuning import H200, DeviceInfo, Tuning, generic
 
@@ -112,7 +112,7 @@ def fake_state(cfg: ModelConfig, w: ModelWeights, pdl: bool = True) -> SimpleNam
 def tensor_names(state, layer: int | None = None) -> dict[str, torch.Tensor]:
     """Every tensor the step may pass, by a readable name; with `layer`, named as that layer's launches see
     them: its own weights and cache as L.* / k / v, the next layer's as next.*, the others L<i>.*."""
-    buffers = ("x", "qkv", "attn", "h", "logits", "token", "pos", "ring", "argmax_scratch")
+    buffers = ("x", "qkv", "attn", "h", "logits", "token", "pos", "ring", "argmax_scratch", "mma_scratch")
     names = {n: getattr(state, n) for n in buffers}
     names |= {"cos": state.model.cos, "sin": state.model.sin}
     w = state.w
@@ -199,7 +199,8 @@ def target(gpu: FakeGpu, cfg: ModelConfig, weights: str = "bf16") -> Target:
     fp8 = weights != "bf16"
     return Target(sms=gpu.sms, cuda_attention=gpu.cuda_attention(cfg),
                   streamable=frozenset(STREAMED) if gpu.nvrtc and not fp8 else frozenset(),
-                  fp8=fp8, fp8_lm_head=weights == "fp8", fp8_cuda=fp8 and gpu.nvrtc, cols=gpu.nvrtc and not fp8)
+                  fp8=fp8, fp8_lm_head=weights == "fp8", fp8_cuda=fp8 and gpu.nvrtc, cols=gpu.nvrtc and not fp8,
+                  fp8_stream=frozenset(LINEAR_FIELDS) if fp8 and gpu.nvrtc else frozenset())
 
 
 def plan_for(gpu: str, shape: str, weights: str = "bf16", attention: str = "auto", gemv: str = "auto"):
@@ -261,14 +262,15 @@ def test_forced_cuda_attention_runs_at_every_position_with_clusters_for_any_cont
 
 
 def test_fp8_weights_plan_the_cuda_fp8_gemvs_at_every_position():
+    """The CUDA C FP8 GEMVs, of which the row's fp8_stream weights (gate/up, down_proj) streamed."""
     plan = plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8")
     assert plan.gemv_mode == "cuda"
     for pos in (0, 1024):
         p = plan.at(pos)
         assert p.gemv_kind == "cuda"
         assert [getattr(p, s).kernel for s in ("qkv", "o_proj", "gate_up", "down", "lm_head", "lm_head_argmax")] == [
-            "fp8_cuda_rmsnorm_gemv", "fp8_cuda_gemv_residual", "fp8_cuda_rmsnorm_gate_up_silu",
-            "fp8_cuda_gemv_residual", "fp8_rmsnorm_gemv", "fp8_lm_head_argmax"]  # the LM head stays Triton
+            "fp8_cuda_rmsnorm_gemv", "fp8_cuda_gemv_residual", "fp8_stream_rmsnorm_gate_up_silu",
+            "fp8_stream_gemv_residual", "fp8_rmsnorm_gemv", "fp8_lm_head_argmax"]  # the LM head stays Triton
         assert kwargs(p.down)["l2_prefetch"] == Prefetch("next_bytes", 2 << 20)
     assert (plan.at(0).attention_kind, plan.at(1024).attention_kind) == ("cuda", "triton")
     assert plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="overlap").gemv_mode == "cuda"
@@ -337,7 +339,7 @@ def test_gemv_mma_plans_the_tensor_core_gemvs_beside_the_requested_attention():
 
 def test_gemv_cols_plans_the_cuda_column_gemvs_where_the_gpu_runs_them():
     """The CUDA column GEMVs (kernels.cols_gemv) for a speculating run's plain steps, with the column LM head's
-    scratch; refused without NVRTC and for FP8 weights; the row's one-launch GEMVs where it says cols_gemv."""
+    scratch; refused without NVRTC and for FP8 weights; the row's one-launch GEMVs up to its cols_gemv_max_hidden."""
     plan = plan_for("h200", "smollm2-135m", attention="triton", gemv="cols")
     p = plan.at(0)
     assert plan.gemv_mode == "cols" and (p.attention_kind, p.gemv_kind) == ("triton", "cols")
@@ -355,9 +357,11 @@ def test_gemv_cols_plans_the_cuda_column_gemvs_where_the_gpu_runs_them():
     with pytest.raises(ValueError, match="no column GEMVs"):
         plan_for("h200", "smollm2-135m", weights="fp8", gemv="cols")
     gpu = GPUS["h200"]
-    row = replace(gpu.row, cols_gemv=True)
-    assert choose(cfg, row, target(gpu, cfg)).at(0).gemv_kind == "cols"  # Triton attention (head_dim 64): auto
-    assert plain_gemv(row, target(GPUS["h200-no-nvrtc"], cfg)) == "triton"
+    assert choose(cfg, gpu.row, target(gpu, cfg)).at(0).gemv_kind == "cols"  # Triton attention (head_dim 64): auto
+    assert plain_gemv(gpu.row, target(GPUS["h200-no-nvrtc"], cfg), cfg.hidden_size) == "triton"
+    big = model_config("qwen2.5-coder-1.5b")  # hidden 1536: above the row's cols_gemv_max_hidden
+    assert plain_gemv(gpu.row, target(gpu, big), big.hidden_size) == "triton"
+    assert plain_gemv(gpu.row.with_gemv_family("cols"), target(gpu, big), big.hidden_size) == "cols"
 
 
 @pytest.mark.parametrize("attention, gemv, message", [
@@ -463,23 +467,25 @@ def test_a_real_runner_plans_as_the_fakes_assume(weights, tmp_path):
 
 
 @pytest.mark.parametrize("mma_gemv", [False, True])
-@pytest.mark.parametrize("gpu, shape, triton_anyway", [
-    ("h200", "smollm2-135m", True),  # head_dim 64: Triton attention and one-launch GEMVs anyway
-    ("h200", "qwen2.5-coder-1.5b", False),  # cluster attention + streamed GEMVs below the switch
-    ("h200-no-nvrtc", "qwen2.5-coder-1.5b", True),  # no CUDA C here: Triton attention anyway
-    ("generic-hopper", "qwen2.5-coder-3b", True),  # the generic row runs Triton attention only
+@pytest.mark.parametrize("gpu, shape, triton_anyway, cols", [
+    ("h200", "smollm2-135m", True, True),  # head_dim 64: Triton attention anyway; hidden 576: the column GEMVs
+    ("h200", "qwen2.5-coder-1.5b", False, False),  # cluster attention + streamed GEMVs below the switch
+    ("h200-no-nvrtc", "qwen2.5-coder-1.5b", True, False),  # no CUDA C here: Triton attention anyway
+    ("generic-hopper", "qwen2.5-coder-3b", True, False),  # the generic row runs Triton attention only
 ])
-def test_speculation_is_on_by_default_only_where_it_keeps_the_runners_kernels(gpu, shape, triton_anyway, mma_gemv):
+def test_speculation_is_on_by_default_only_where_it_keeps_the_runners_kernels(gpu, shape, triton_anyway, cols,
+                                                                              mma_gemv):
     """FastRunner.speculation_keeps_kernels (the engine's default for `speculate`): a speculating request runs
-    the Triton attention and the row's one-launch GEMVs (Triton's, or the MMA ones where it says mma_gemv);
-    that is the model's usual plan where it runs the Triton attention anyway, whichever the GEMVs."""
+    the Triton attention and the row's one-launch GEMVs (the CUDA column GEMVs up to its cols_gemv_max_hidden,
+    else Triton's, or the MMA ones where it says mma_gemv); that is the model's usual plan where it runs the
+    Triton attention anyway, whichever the GEMVs."""
     from inference.fast.runner import FastRunner
 
     cfg = model_config(shape)
     runner = SimpleNamespace(cfg=cfg, tuning=replace(GPUS[gpu].row, mma_gemv=mma_gemv), can_verify=True,
                              target=target(GPUS[gpu], cfg), attention_mode="auto", gemv_mode="auto")
     runner.speculative_kernels = FastRunner.speculative_kernels.fget(runner)
-    assert runner.speculative_kernels == ("triton", "mma" if mma_gemv else "triton")
+    assert runner.speculative_kernels == ("triton", "cols" if cols else "mma" if mma_gemv else "triton")
     assert FastRunner.speculation_keeps_kernels.fget(runner) is triton_anyway
     runner._modes_before_speculation = ("auto", "auto")  # a speculating request switched it meanwhile
     runner.attention_mode, runner.gemv_mode = runner.speculative_kernels

@@ -1,0 +1,95 @@
+"""Lab probe: the CUDA column GEMVs (kernels.cols_gemv) launch by launch, GPU only.
+
+    python -m lab.probe_cols_gemv [--shape smollm2-135m|qwen2.5-coder-1.5b] [--sweep] [--only qkv,lm_head]
+
+For each GEMV of a decode layer (QKV, o_proj, gate/up, down) and the LM head (+ argmax) of the shape: us per
+launch of the one-column Triton kernel and of the column GEMVs at 1, 2, 4, 8 columns (config_for's config;
+--sweep: other (R, WK, NW) configs, and at most 1, 2, 4 columns per CTA), 24 launches back to back in one CUDA graph over rotating weight copies
+(lab.bench_kernels.in_graph_us), PDL on. Not a test; the end-to-end number is `inference.bench --workload
+verify` / lab.profile_verify.
+"""
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+import torch
+
+from kernels.cols_gemv import (config_for, cols_gemv_residual, cols_lm_head_argmax,
+                               cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv)
+from kernels.gate_up_silu import rmsnorm_gate_up_silu
+from kernels.gemv_residual import gemv_residual
+from kernels.lm_head_argmax import argmax_scratch, lm_head_argmax
+from kernels.lm_head_mma_cols import mma_scratch
+from kernels.rmsnorm_gemv import rmsnorm_gemv
+from lab.bench_kernels import copies, in_graph_us
+
+# hidden, intermediate, q + 2 kv (QKV rows), q (o_proj's K), vocab
+DIMS = {"smollm2-135m": (576, 1536, 960, 576, 49152), "qwen2.5-coder-1.5b": (1536, 8960, 2048, 1536, 151936)}
+SWEEP = {"rmsnorm_gemv": [(1, 1, 4), (1, 1, 8), (2, 1, 8), (4, 1, 4), (1, 2, 8)],
+         "residual": [(1, 1, 4), (2, 1, 4), (1, 2, 4), (1, 4, 8), (2, 2, 8)],
+         "gate_up": [(1, 1, 4), (2, 1, 8), (1, 2, 8), (2, 1, 4)],
+         "lm_head": [(4, 1, 8), (8, 1, 8), (4, 1, 4), (2, 1, 4)]}
+
+
+def specs(shape: str):
+    """(name, mode, W rows, K, output rows, one-column Triton launch(x, w, o), cols launch(X, w, O, config))."""
+    h, i, qkv, q, v = DIMS[shape]
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    norm = torch.rand(h, **bf)
+    embed = torch.randn(v, h, **bf)
+    tok = torch.zeros(1, dtype=torch.int64, device="cuda")
+    pos = torch.zeros(1, dtype=torch.int32, device="cuda")
+    s1, s16 = argmax_scratch("cuda"), mma_scratch("cuda")
+    draft = torch.zeros(15, dtype=torch.int64, device="cuda")
+    klen = torch.zeros(1, dtype=torch.int64, device="cuda")
+    x_next = torch.zeros(h, device="cuda")
+    return [
+        ("qkv", "rmsnorm_gemv", qkv, h, qkv, lambda x, w, o: rmsnorm_gemv(x, w, o, norm, 1e-6, pdl=True),
+         lambda x, w, o, c: cols_rmsnorm_gemv(x, w, o, norm, 1e-6, pdl=True, config=c)),
+        ("o_proj", "residual", h, q, h, lambda a, w, x: gemv_residual(a, w, x, pdl=True),
+         lambda a, w, x, c: cols_gemv_residual(a, w, x, pdl=True, config=c)),
+        ("gate_up", "gate_up", 2 * i, h, i, lambda x, w, o: rmsnorm_gate_up_silu(x, norm, 1e-6, w, o, pdl=True),
+         lambda x, w, o, c: cols_rmsnorm_gate_up_silu(x, norm, 1e-6, w, o, pdl=True, config=c)),
+        ("down", "residual", h, i, h, lambda a, w, x: gemv_residual(a, w, x, pdl=True),
+         lambda a, w, x, c: cols_gemv_residual(a, w, x, pdl=True, config=c)),
+        ("lm_head", "lm_head", v, h, v, lambda x, w, o: lm_head_argmax(x, w, o, tok, pos, embed, s1, norm, 1e-6, pdl=True),
+         lambda x, w, o, c: cols_lm_head_argmax(x, w, o, tok, pos, embed, s16, norm, 1e-6, draft=draft, klen=klen,
+                                                x_next=x_next, pdl=True, config=c)),
+    ]
+
+
+@torch.inference_mode()
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--shape", default="smollm2-135m", choices=list(DIMS))
+    p.add_argument("--sweep", action="store_true", help="also other (R, WK, NW) configs")
+    p.add_argument("--only", default="", help="comma-separated launches (default: all)")
+    args = p.parse_args()
+    print(f"\n{args.shape}, bf16, {torch.cuda.get_device_name()}: us per launch, cold weights, PDL on")
+    print("| launch | variant | n=1 | n=2 | n=4 | n=8 | n=8 / n=1 |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name, mode, n, k, out_n, one, cols in specs(args.shape):
+        if args.only and name not in args.only.split(","):
+            continue
+        ws = copies(lambda: torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02, n * k * 2)
+        x, o = torch.randn(k, device="cuda"), torch.zeros(out_n, device="cuda")
+        print(f"| {name} | one-column Triton | {in_graph_us(lambda w: one(x, w, o), ws):.2f} | | | | |", flush=True)
+        default = config_for(mode, out_n, k)
+        configs = [default] + ([replace(default, R=r, WK=wk, NW=nw) for r, wk, nw in SWEEP[mode]]
+                               + [replace(default, CG=cg) for cg in (1, 2, 4)] if args.sweep else [])
+        for cfg in configs:
+            us = []
+            for kc in (1, 2, 4, 8):
+                X, O = torch.randn(kc, k, device="cuda"), torch.zeros(kc, out_n, device="cuda")
+                us.append(in_graph_us(lambda w: cols(X, w, O, cfg), ws))
+            tag = (f"cols R{cfg.R} WK{cfg.WK} NW{cfg.NW}" + (f" CG{cfg.CG}" if cfg.CG < 16 else "")
+                   + (" default" if cfg == default else ""))
+            print(f"| {name} | {tag} | " + " | ".join(f"{u:.2f}" for u in us) + f" | {us[-1] / us[0]:.2f}x |",
+                  flush=True)
+        del ws
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()
