@@ -3,7 +3,8 @@ decoding): each column attends causally over cache rows 0..pos+c, and the KC new
 
 Two launches:
   1. `_kv_rows_kernel`, grid (Hkv, KC): the KC new k rows (q/k norm + RoPE at their positions) and v rows
-     into the caches, computed by kernels.decode_attention's own `_norm_rope` code;
+     into the caches, computed by kernels.decode_attention's own `_norm_rope` code (with PDL it releases the
+     attention at its start: the attention's own wait covers these rows);
   2. kernels.decode_attention's `_attn_kernel` with a third grid axis over the columns (grid (Hkv, S, KC),
      row writing off): column c runs the one-token kernel's code for the token at pos + c — the
      window's earlier rows pos..pos+c-1 come from the caches as they would after c one-token steps,
@@ -19,7 +20,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels._util import WEIGHT_DTYPES, check_vec
+from kernels._util import WEIGHT_DTYPES, check_vec, pdl_launch_kwargs
 from kernels.decode_attention import AttentionWorkspace, _norm_rope, attention_config, decode_attention_ref, \
     decode_attention_with
 
@@ -30,10 +31,14 @@ from kernels.decode_attention import AttentionWorkspace, _norm_rope, attention_c
 #   grid (HKV, KC)
 @triton.jit
 def _kv_rows_kernel(qkv_ptr, pos_ptr, k_cache_ptr, v_cache_ptr, cos_ptr, sin_ptr, k_norm_ptr, T_MAX, eps,
-                    HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, HAS_QK_NORM: tl.constexpr):
+                    HQ: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, HAS_QK_NORM: tl.constexpr,
+                    USE_PDL: tl.constexpr):
     HALF: tl.constexpr = D // 2
     kvh = tl.program_id(0)
     col = tl.program_id(1)
+    if USE_PDL:  # the QKV GEMV's output first; the attention launches now and waits for these rows itself
+        tl.extra.cuda.gdc_wait()
+        tl.extra.cuda.gdc_launch_dependents()
     qkv_ptr += col * ((HQ + 2 * HKV) * D)
     pos = tl.load(pos_ptr) + col
     d = tl.arange(0, D)
@@ -68,8 +73,9 @@ def decode_attention_cols(
     if k_norm is not None:
         check_vec(k_norm, d, "k_norm", WEIGHT_DTYPES)
     _kv_rows_kernel[(hkv, kc)](qkv, pos, k_cache, v_cache, cos, sin, k_norm if k_norm is not None else cos,
-                               t_max, eps, HQ=hq, HKV=hkv, D=d, HAS_QK_NORM=k_norm is not None,
-                               num_warps=attention_config(d, k_cache.dtype).num_warps)
+                               t_max, eps, HQ=hq, HKV=hkv, D=d, HAS_QK_NORM=k_norm is not None, USE_PDL=pdl,
+                               num_warps=attention_config(d, k_cache.dtype).num_warps,
+                               **pdl_launch_kwargs(pdl, qkv.device))
     cfg = attention_config(d, k_cache.dtype)
     decode_attention_with(cfg, qkv.view(-1), pos, k_cache, v_cache, cos, sin, out.view(-1), workspace, scale,
                           q_norm, k_norm, eps, pdl=pdl, columns=kc)

@@ -1,6 +1,7 @@
 """Lab probe: the CUDA column GEMVs (kernels.cols_gemv) launch by launch, GPU only.
 
-    python -m lab.probe_cols_gemv [--shape smollm2-135m|qwen2.5-coder-1.5b] [--sweep] [--only qkv,lm_head]
+    python -m lab.probe_cols_gemv [--shape smollm2-135m|qwen2.5-coder-0.5b|qwen3-0.6b|qwen2.5-coder-1.5b] [--sweep]
+        [--only qkv,lm_head]
 
 For each GEMV of a decode layer (QKV, o_proj, gate/up, down) and the LM head (+ argmax) of the shape: us per
 launch of the one-column Triton kernel and of the column GEMVs at 1, 2, 4, 8 columns (config_for's config;
@@ -25,7 +26,8 @@ from kernels.rmsnorm_gemv import rmsnorm_gemv
 from lab.bench_kernels import copies, in_graph_us
 
 # hidden, intermediate, q + 2 kv (QKV rows), q (o_proj's K), vocab
-DIMS = {"smollm2-135m": (576, 1536, 960, 576, 49152), "qwen2.5-coder-1.5b": (1536, 8960, 2048, 1536, 151936)}
+DIMS = {"smollm2-135m": (576, 1536, 960, 576, 49152), "qwen2.5-coder-0.5b": (896, 4864, 1152, 896, 151936),
+        "qwen3-0.6b": (1024, 3072, 4096, 2048, 151936), "qwen2.5-coder-1.5b": (1536, 8960, 2048, 1536, 151936)}
 SWEEP = {"rmsnorm_gemv": [(1, 1, 4), (1, 1, 8), (2, 1, 8), (4, 1, 4), (1, 2, 8)],
          "residual": [(1, 1, 4), (2, 1, 4), (1, 2, 4), (1, 4, 8), (2, 2, 8)],
          "gate_up": [(1, 1, 4), (2, 1, 8), (1, 2, 8), (2, 1, 4)],
