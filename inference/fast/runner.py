@@ -353,13 +353,21 @@ class FastRunner(Runner):
         """The accepted drafted tokens and the model's next one (greedy)."""
         return self.verify_async(draft)()
 
+    can_chain = True  # verify_async(draft, ahead_of=n) may launch a verify step behind one in flight
+
     @torch.inference_mode()
-    def verify_async(self, draft: list[int]):
+    def verify_async(self, draft: list[int], ahead_of: int = 0):
         """Launch the verify step of `draft`; returns the callable that waits for its result (the accepted
         drafted tokens and the model's next one). A plain step where the verify step's rows would pass the
-        end of the cache. Nothing else may run on the runner before the result is taken."""
+        end of the cache. Nothing but another verify step may run on the runner before the result is taken.
+        ahead_of > 0: launched behind a verify step in flight that yields at most `ahead_of` tokens (it runs
+        from the state that one leaves; results are taken in launch order, at most 2 in flight); None where
+        it would not fit in the cache."""
         v = self._verifier()
-        if not v.fits(self.host_pos, len(draft)):
+        if ahead_of:
+            if not self.use_graph or not v.fits(self.host_pos + ahead_of, len(draft)):
+                return None
+        elif not v.fits(self.host_pos, len(draft)):
             slot = self.step().numpy()
 
             def plain() -> list[int]:
@@ -371,10 +379,11 @@ class FastRunner(Runner):
             out = v.run_eager(draft)
             self.host_pos += len(out)
             return lambda: out
-        kc = v.launch(draft)
+        slot = self._verify_slot = (getattr(self, "_verify_slot", 1) + 1) % 2  # the slots in turn
+        kc = v.launch(draft, slot)
 
         def result() -> list[int]:
-            out = v.finish(kc)
+            out = v.finish(kc, slot)
             self.host_pos += len(out)
             return out
         return result

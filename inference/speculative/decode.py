@@ -10,6 +10,12 @@ them) or the next plain steps are launched, so the device does not wait for the 
 tokens one by one, so EOS, stop strings, max_tokens and cancellation act exactly as without
 speculation; tokens past the point where it stops are discarded like the plain loop's overshoot.
 
+While verify steps accept whole drafts (CHAIN_AFTER in a row), the next one is chained behind the one in flight (`chain`, runners
+with `can_chain`): drafted from the match's continuation past the draft in flight and its guessed next token,
+launched before that one's result is read, so the device does not wait for the host between them. A chained
+step runs from the state the step before it leaves, so its result is exact whatever it was drafted from; where
+the guess was wrong it accepts little, and the chain stops until a draft holds entirely again.
+
 Whether a verify step pays is measured as the run goes (`Payoff`): host-clock seconds per plain
 token (between reads, so including the caller's time for it) and per verify step (launch to result,
 overlapping the caller's time for the previous step's tokens) and the tokens a verify step yields; where drafting would not pay (a verify step costs more plain steps than it yields
@@ -27,6 +33,8 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from .drafter import PromptLookupDrafter
+
+CHAIN_AFTER = 2  # whole drafts in a row before verify steps are chained (a wrong guess costs a verify step)
 
 
 @dataclass
@@ -81,7 +89,10 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
     most = getattr(runner, "max_draft", max_tokens)  # the runner's verify width - 1 (the fast path's is fixed)
     payoff = Payoff() if drafter.cfg.cost_aware else None
     t_read = None  # when the last plain token was read (None after a verify step)
-    inflight = None  # (result, draft, launched at): a verify step on the device, its tokens not read back
+    inflight = None  # (result, draft, launched at, blind): a verify step on the device, its tokens not read back
+    ahead = None  # (result, draft, launched at, guess): a verify step chained behind `inflight`
+    chains = getattr(runner, "can_chain", False)
+    streak = 0  # verify steps in a row whose drafts held entirely (chaining starts at CHAIN_AFTER)
 
     def draft_now() -> list[int]:
         draft = drafter.propose(limit=min(most, max_tokens - issued - 1))
@@ -89,6 +100,21 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
             drafter.feedback(len(draft), 0)  # would not pay: quiet, as after a miss
             return []
         return draft
+
+    def chain(draft: list[int]):
+        """A verify step launched behind the one in flight (`draft`), drafted as if that one accepts all of
+        `draft` and its own next token is the match's next one (`guess`); None where the drafter has no such
+        continuation or it would not pay. Whatever it is drafted from, its result is exact: it runs from the
+        state the step before leaves (a wrong guess only makes it accept little)."""
+        if not chains or streak < CHAIN_AFTER or cancelled():
+            return None
+        room = min(most, max_tokens - issued - len(draft) - 2)
+        cont = drafter.continuation(len(draft) + 1 + room) if room >= 1 else []
+        if len(cont) < len(draft) + 2 or cont[:len(draft)] != draft or (payoff is not None and not payoff.pays()):
+            return None
+        nxt = cont[len(draft) + 1:]
+        result = runner.verify_async(nxt, ahead_of=len(draft) + 1)
+        return None if result is None else (result, nxt, time.perf_counter(), cont[len(draft)])
 
     def issue_plain():
         nonlocal issued
@@ -99,7 +125,7 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
 
     while done < max_tokens:
         if inflight is not None:
-            result, draft, t0 = inflight
+            result, draft, t0, blind = inflight
             out = result()
             if payoff is not None:
                 payoff.verify(time.perf_counter() - t0, len(out))
@@ -109,14 +135,25 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
             stats.accepted += n
             issued += len(out)
             drafter.extend(out)
-            drafter.feedback(len(draft), n)
-            inflight = None
-            nxt = draft_now() if not cancelled() else []
-            if nxt:
-                inflight = (runner.verify_async(nxt), nxt, time.perf_counter())
+            if not blind:  # a chained step drafted on a wrong guess says nothing about the drafter
+                drafter.feedback(len(draft), n)
+            inflight, full = None, n == len(draft)
+            streak = streak + 1 if full else 0
+            if ahead is not None:  # already on the device: next in line, chained further while guesses hold
+                result, nxt, _, guess = ahead
+                held = full and out[-1] == guess
+                inflight, ahead = (result, nxt, time.perf_counter(), not held), None
+                if held:
+                    ahead = chain(nxt)
             else:
-                drafting = False
-                issue_plain()
+                nxt = draft_now() if not cancelled() else []
+                if nxt:
+                    inflight = (runner.verify_async(nxt), nxt, time.perf_counter(), False)
+                    if full:  # the last draft held entirely: guess on
+                        ahead = chain(nxt)
+                else:
+                    drafting = False
+                    issue_plain()
             for t in out:
                 done += 1
                 yield t
@@ -128,7 +165,7 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
             if drafting:
                 draft = draft_now()
                 if draft:
-                    inflight = (runner.verify_async(draft), draft, time.perf_counter())
+                    inflight = (runner.verify_async(draft), draft, time.perf_counter(), False)
                     continue
             drafting = False
         if not drafting:

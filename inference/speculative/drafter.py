@@ -76,7 +76,11 @@ class PromptLookupDrafter:
     def propose(self, limit: int | None = None) -> list[int]:
         """Draft tokens for the current tail (at most max_draft and `limit`); [] when there is no
         match or the drafter is backing off."""
-        k = self.cfg.max_draft if limit is None else min(self.cfg.max_draft, limit)
+        return self.continuation(self.cfg.max_draft if limit is None else min(self.cfg.max_draft, limit))
+
+    def continuation(self, k: int) -> list[int]:
+        """Up to k tokens that followed the tail's match (propose's draft, then what would come after it:
+        the decode loop's chained verify steps); [] when there is no match or the drafter is backing off."""
         if self.quiet or k < 1:
             return []
         m = self.match()

@@ -21,8 +21,10 @@ So a speculative greedy run yields exactly the tokens of the plain greedy run on
 no rollback: their cache rows lie past the new position, and every later step writes a row before any
 step reads it.
 
-One CUDA graph per bucket (positions live on the device, so a graph serves every position). Drafts are
-padded to the bucket; `klen` keeps the padding out of the acceptance. 16-bit weights only (the FP8 runner
+One CUDA graph per bucket and slot (positions live on the device, so a graph serves every position; a slot
+has its own draft input and pinned result, so that a second verify step can be launched before the first's
+result is read: inference.speculative.decode chains them). Drafts are padded to the bucket; `klen` keeps the
+padding out of the acceptance. 16-bit weights only (the FP8 runner
 does not speculate). `run_eager` launches the same kernels without a graph (CPU tests, interpreter).
 """
 
@@ -44,6 +46,7 @@ from kernels.lm_head_mma_cols import lm_head_argmax_mma, mma_scratch
 from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols
 
 BUCKETS = (2, 4, 8)  # tokens per verify step (the last one + up to 7 drafted); small: a column costs registers
+SLOTS = 2  # verify steps in flight at once (inference.speculative.decode chains one behind another)
 GEMVS = ("triton", "mma", "cols")
 
 
@@ -78,13 +81,15 @@ class FastVerifier:
                                      combine_group=attention.group, columns=W)
         self.scratch = mma_scratch(dev) if gemv in ("mma", "cols") else cols_scratch(dev)
         self.scale = cfg.head_dim ** -0.5
-        self.draft = torch.zeros(W - 1, dtype=torch.int64, device=dev)
-        self.klen = torch.zeros(1, dtype=torch.int64, device=dev)  # how many of `draft` are real
-        self.host_in = torch.zeros(W, dtype=torch.int64, pin_memory=self.cuda)  # draft, then klen
-        self.result = {kc: torch.zeros(kc + 1, dtype=torch.int64, pin_memory=self.cuda) if self.cuda
-                       else torch.zeros(kc + 1, dtype=torch.int64) for kc in self.buckets}
-        self.graphs: dict[int, torch.cuda.CUDAGraph] = {}
-        self.done = torch.cuda.Event() if self.cuda else None  # recorded after each launched verify step
+        # Per slot (SLOTS verify steps may be in flight, launched in turn): the draft and its length on the
+        # device (one copy from pinned host memory), the pinned result of each bucket, its graphs, its event.
+        self.dev_in = [torch.zeros(W, dtype=torch.int64, device=dev) for _ in range(SLOTS)]  # draft, then klen
+        self.host_in = [torch.zeros(W, dtype=torch.int64, pin_memory=self.cuda) for _ in range(SLOTS)]
+        self.host_np = [h.numpy() for h in self.host_in]
+        self.result = [{kc: torch.zeros(kc + 1, dtype=torch.int64, pin_memory=self.cuda) for kc in self.buckets}
+                       for _ in range(SLOTS)]
+        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (slot, bucket)
+        self.done = [torch.cuda.Event() if self.cuda else None for _ in range(SLOTS)]  # after each launch
 
     @classmethod
     def for_runner(cls, runner, buckets=BUCKETS) -> "FastVerifier":
@@ -113,17 +118,19 @@ class FastVerifier:
         return pos + (self.width if k is None else self.bucket(k)) <= self.cache.max_len
 
     def capture(self):
-        """Capture every bucket's graph (before a request's first step)."""
-        for kc in self.buckets:
-            self.graph(kc)
+        """Capture every slot's and bucket's graph (before a request's first step)."""
+        for slot in range(SLOTS):
+            for kc in self.buckets:
+                self.graph(kc, slot)
 
     # -- the verify step, as captured ---------------------------------------------------------------
-    def _body(self, kc: int):
+    def _body(self, kc: int, slot: int = 0):
         w, pdl, eps = self.w, self.pdl, self.cfg.rms_norm_eps
         X, qkv, attn, h = self.X[:kc], self.qkv[:kc], self.attn[:kc], self.h[:kc]
+        draft, klen, result = self.dev_in[slot][:-1], self.dev_in[slot][-1:], self.result[slot][kc]
         X[0].copy_(self.x)
         if kc > 1:
-            X[1:].copy_(w.embed.index_select(0, self.draft[:kc - 1]))
+            X[1:].copy_(w.embed.index_select(0, draft[:kc - 1]))
         if self.gemv in ("mma", "cols"):
             fs = ((rmsnorm_gemv_mma, gemv_residual_mma, rmsnorm_gate_up_silu_mma) if self.gemv == "mma" else
                   (cols_rmsnorm_gemv, cols_gemv_residual, cols_rmsnorm_gate_up_silu))
@@ -143,25 +150,26 @@ class FastVerifier:
         if self.gemv in ("mma", "cols"):
             head = lm_head_argmax_mma if self.gemv == "mma" else cols_lm_head_argmax
             head(X, w.lm_head, self.logits[:kc], self.token, self.pos, w.embed, self.scratch, w.norm,
-                               eps, draft=self.draft, klen=self.klen, x_next=self.x, result=self.result[kc], pdl=pdl)
+                 eps, draft=draft, klen=klen, x_next=self.x, result=result, pdl=pdl)
         else:
-            lm_head_argmax_cols(X, w.lm_head, self.logits[:kc], self.scratch, self.draft, self.klen, self.token,
-                                self.pos, w.embed, self.x, self.result[kc], norm_w=w.norm, eps=eps, pdl=pdl,
+            lm_head_argmax_cols(X, w.lm_head, self.logits[:kc], self.scratch, draft, klen, self.token,
+                                self.pos, w.embed, self.x, result, norm_w=w.norm, eps=eps, pdl=pdl,
                                 tuning=self.tuning, group=g)
 
-    def load(self, draft: list[int]) -> int:
-        """Put `draft` into the verify step's inputs (padded to its bucket); returns the bucket."""
+    def load(self, draft: list[int], slot: int = 0) -> int:
+        """Put `draft` into the slot's verify step inputs (padded to its bucket); returns the bucket. The
+        slot's previous launch must have been finished (its copy reads the same pinned memory)."""
         k = len(draft)
         assert 1 <= k < self.width, f"a draft of 1..{self.width - 1} tokens, not {k}"
-        self.host_in[:k] = torch.tensor(draft, dtype=torch.int64)
-        self.host_in[k:-1] = draft[-1]
-        self.host_in[-1] = k
-        self.draft.copy_(self.host_in[:-1], non_blocking=self.cuda)
-        self.klen.copy_(self.host_in[-1:], non_blocking=self.cuda)
+        h = self.host_np[slot]
+        h[:k] = draft
+        h[k:-1] = draft[-1]
+        h[-1] = k
+        self.dev_in[slot].copy_(self.host_in[slot], non_blocking=self.cuda)
         return self.bucket(k)
 
-    def _result(self, kc: int) -> list[int]:
-        out = self.result[kc].tolist()
+    def _result(self, kc: int, slot: int = 0) -> list[int]:
+        out = self.result[slot][kc].tolist()
         return out[:out[-1] + 1]
 
     @torch.inference_mode()
@@ -180,40 +188,41 @@ class FastVerifier:
         return self.finish(self.launch(draft))
 
     @torch.inference_mode()
-    def launch(self, draft: list[int]) -> int:
-        """Replay the verify step of `draft` (run() without waiting); returns its bucket, for finish()."""
+    def launch(self, draft: list[int], slot: int = 0) -> int:
+        """Replay the verify step of `draft` in `slot` (run() without waiting); returns its bucket, for
+        finish(). Steps in flight run in launch order on the stream, each from the state the one before left."""
         kc = self.bucket(len(draft))
-        graph = self.graph(kc)
-        self.load(draft)
+        graph = self.graph(kc, slot)
+        self.load(draft, slot)
         graph.replay()
-        self.done.record()
+        self.done[slot].record()
         return kc
 
-    def finish(self, kc: int) -> list[int]:
-        """Wait for the verify step launched last (bucket kc) and read its result."""
-        self.done.synchronize()
-        return self._result(kc)
+    def finish(self, kc: int, slot: int = 0) -> list[int]:
+        """Wait for the slot's verify step launched last (bucket kc) and read its result."""
+        self.done[slot].synchronize()
+        return self._result(kc, slot)
 
-    def graph(self, kc: int) -> torch.cuda.CUDAGraph:
-        """The captured verify step of bucket kc (captured on first use; the warm-up writes cache rows at
-        and past pos, which every later step rewrites before reading)."""
-        if kc not in self.graphs:
+    def graph(self, kc: int, slot: int = 0) -> torch.cuda.CUDAGraph:
+        """The captured verify step of bucket kc in `slot` (captured on first use; the warm-up writes cache
+        rows at and past pos, which every later step rewrites before reading)."""
+        if (slot, kc) not in self.graphs:
             saved = (self.token.clone(), self.pos.clone(), self.x.clone())
-            self.klen.zero_()
+            self.dev_in[slot][-1:].zero_()  # klen 0: no draft counts during the warm-up
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
                 for _ in range(2):  # compiles every kernel outside the capture
                     self._restore(saved)
-                    self._body(kc)
+                    self._body(kc, slot)
             torch.cuda.current_stream().wait_stream(stream)
             self._restore(saved)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=stream):
-                self._body(kc)
+                self._body(kc, slot)
             self._restore(saved)
-            self.graphs[kc] = graph
-        return self.graphs[kc]
+            self.graphs[(slot, kc)] = graph
+        return self.graphs[(slot, kc)]
 
     def _restore(self, saved):
         token, pos, x = saved

@@ -198,6 +198,51 @@ def test_the_device_gets_its_next_work_before_a_verify_steps_tokens_are_handed_o
             assert after[0] in ("launch", "step"), log[i:i + 6]
 
 
+class ChainingOracle(OracleDrafter):
+    """OracleDrafter whose continuation past a draft is the known output, the guessed next token wrong every
+    `wrong_guess`-th time (the chained verify step then drafts from a wrong tail)."""
+
+    def __init__(self, *args, wrong_guess, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.wrong_guess, self.calls = wrong_guess, 0
+
+    def continuation(self, k):
+        done = len(self.tokens) - self.prompt_len
+        cont = list(self.truth[done:done + k])
+        self.calls += 1
+        if self.calls % self.wrong_guess == 0 and len(cont) > 1:
+            cont[-1] = (cont[-1] + 1) % 100  # the chained draft's last token
+            cont[min(len(cont) - 1, 8)] = (cont[min(len(cont) - 1, 8)] + 1) % 100
+        return cont
+
+
+@pytest.mark.parametrize("wrong_guess", [1000, 3, 2])
+def test_chained_verify_steps_keep_the_output_greedy_whatever_they_were_drafted_from(synth_dir, wrong_guess):
+    """A runner that can chain gets verify steps launched behind the one in flight (ahead_of > 0) while drafts
+    hold entirely; each runs from the state the one before leaves, so the output is plain greedy's even where
+    the chained draft was guessed wrong."""
+    runner = runner_for(synth_dir, "tiny")
+    prompt = list(range(3, 40))
+    truth = plain_greedy(runner, prompt, 90)
+    launches = []
+    launch = runner.verify_async
+
+    def verify_async(draft, ahead_of=0):
+        launches.append(ahead_of)
+        return launch(draft)  # the reference runner computes at once, from the state the last step left
+
+    runner.verify_async, runner.can_chain, runner.max_draft = verify_async, True, 7  # the fast path's width
+    drafter = ChainingOracle(truth, len(prompt), lengths=[7, 7, 3, 7], wrong_at=[9, 9, 9, 1], wrong_guess=wrong_guess)
+    drafter.extend(prompt)
+    stats = SpecStats()
+    first = runner.start(prompt, SamplingParams())
+    got = list(speculative_tokens(runner, first, drafter, 90, int, stats, lambda: False, lag=4))
+    assert got == truth
+    chained = sum(1 for a in launches if a > 0)
+    assert chained >= 3 and stats.verify_steps == len(launches)
+    assert all(a == 0 or 2 <= a <= 8 for a in launches)
+
+
 # --- through the engine ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module", params=["tiny", "tiny-qwen3"])
