@@ -3,7 +3,8 @@ its PyTorch twin (kernels.gemv_mma_cols' references) to float32 precision, and a
 whatever the other columns are and however many there are (1, 2, 3, 4, 8, 16; with column groups where the staged
 columns outgrow a CTA's shared memory): what makes a verify step's column equal the plain step. The LM head
 launch votes the argmax per column (ties to the lowest row), accepts the draft's agreeing prefix and feeds its
-token as kernels.lm_head_mma_cols does. Hopper GPUs only (NVRTC); the 135M default model's and the 1.5B's shapes.
+token as kernels.lm_head_mma_cols does. The kernels on Hopper GPUs only (NVRTC; the 135M default model's and the
+1.5B's shapes); the launch rules everywhere.
 """
 
 import pytest
@@ -12,12 +13,12 @@ from kernel_helpers import DEVICE, poisoned, randn, rel_err
 
 from kernels import _cuda_rtc
 from kernels.cols_gemv import (cols_gemv_residual, cols_lm_head_argmax, cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv,
-                               column_groups)
+                               column_groups, config_for)
 from kernels.gemv_mma_cols import gemv_residual_mma_ref, rmsnorm_gate_up_silu_mma_ref, rmsnorm_gemv_mma_ref
 from kernels.lm_head_mma_cols import lm_head_argmax_mma_ref, mma_scratch
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not (torch.cuda.is_available() and _cuda_rtc.available()),
-                                                  reason="the CUDA column GEMVs need a Hopper GPU with NVRTC")]
+HOPPER = pytest.mark.skipif(not (torch.cuda.is_available() and _cuda_rtc.available()),
+                            reason="the CUDA column GEMVs need a Hopper GPU with NVRTC")
 
 WIDTHS = [1, 2, 3, 4, 8, 16]
 SHAPES = [(960, 576), (576, 1536), (2048, 1536), (1536, 8960)]  # 135M QKV, down; 1.5B QKV, down (column groups)
@@ -36,11 +37,23 @@ def per_column(launch, x, out_cols):
     return torch.stack([launch(x[c].contiguous(), out_cols(c)) for c in range(x.shape[0])])
 
 
-def test_column_groups_divide_the_columns_within_shared_memory():
+def test_column_groups_divide_the_columns_within_shared_memory_and_the_cap():
     assert column_groups(8, 1536) == 8 and column_groups(16, 576) == 16
     assert column_groups(8, 8960) == 2 and column_groups(3, 8960) == 1 and column_groups(1, 100000) == 1
+    assert column_groups(8, 576, cap=2) == 2 and column_groups(3, 576, cap=2) == 1 and column_groups(4, 576, cap=4) == 4
 
 
+def test_the_launch_config_is_a_function_of_the_weight_never_of_the_column_count():
+    """What makes a column's bits independent of the count: one config per weight shape; small weights (read
+    again from L2) take at most 2 columns per CTA, the LM head keeps its columns together."""
+    small, big = config_for("residual", 576, 1536), config_for("residual", 1536, 8960)
+    assert small.CG == 2 and big.CG == 16 and big.R == 2 and small.R == 1
+    assert config_for("gate_up", 1536, 576).CG == 2 and config_for("gate_up", 8960, 1536).CG == 16
+    assert config_for("lm_head", 49152, 576).CG == 16 and config_for("lm_head", 49152, 576).R == 4
+
+
+@pytest.mark.gpu
+@HOPPER
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n,k", SHAPES)
 @pytest.mark.parametrize("with_norm,with_bias", [(True, True), (False, False)])
@@ -57,6 +70,8 @@ def test_cols_rmsnorm_gemv_gives_each_column_the_same_bits_for_any_column_count(
         assert torch.equal(out, alone[:cols]), f"{cols} columns"
 
 
+@pytest.mark.gpu
+@HOPPER
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n,k", SHAPES)
 def test_cols_gemv_residual_adds_in_place_with_the_same_bits_for_any_column_count(n, k, dtype, gen):
@@ -74,6 +89,8 @@ def test_cols_gemv_residual_adds_in_place_with_the_same_bits_for_any_column_coun
         assert torch.equal(x, alone[:cols]), f"{cols} columns"
 
 
+@pytest.mark.gpu
+@HOPPER
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("i,k", [(1536, 576), (8960, 1536)])
 def test_cols_gate_up_silu_gives_each_column_the_same_bits_for_any_column_count(i, k, dtype, gen):
@@ -95,6 +112,8 @@ def lm_head_case(gen, v, k, dtype=torch.bfloat16):
     return w, embed, norm_w
 
 
+@pytest.mark.gpu
+@HOPPER
 @pytest.mark.parametrize("v,k", [(49152, 576), (151936, 1536)])
 def test_cols_lm_head_argmax_accepts_the_agreeing_prefix_and_feeds_its_token(v, k, gen):
     w, embed, norm_w = lm_head_case(gen, v, k)
@@ -120,6 +139,8 @@ def test_cols_lm_head_argmax_accepts_the_agreeing_prefix_and_feeds_its_token(v, 
         assert scratch[:16].eq(scratch[0]).all() and int(scratch[16]) == 0  # reset for the next launch
 
 
+@pytest.mark.gpu
+@HOPPER
 def test_cols_lm_head_argmax_one_column_is_the_plain_greedy_step(gen):
     """One column, no draft (a plain step of a speculating run): token = argmax, pos + 1, the ring slot, x =
     its embedding, and the logits are the same bits as that column in an 8-column launch."""
@@ -143,6 +164,8 @@ def test_cols_lm_head_argmax_one_column_is_the_plain_greedy_step(gen):
         assert torch.equal(x, embed[int(token)].float())
 
 
+@pytest.mark.gpu
+@HOPPER
 def test_cols_lm_head_argmax_ties_go_to_the_lowest_row(gen):
     v, k = 300, 64
     w, embed, _ = lm_head_case(gen, v, k)
@@ -158,6 +181,8 @@ def test_cols_lm_head_argmax_ties_go_to_the_lowest_row(gen):
     assert result[:2].tolist() == [40, 40]
 
 
+@pytest.mark.gpu
+@HOPPER
 def test_cols_launchers_refuse_bad_shapes(gen):
     w = randn(32, 64, gen=gen, dtype=torch.bfloat16)
     with pytest.raises(AssertionError, match="columns, must be 1..16"):
