@@ -2,6 +2,7 @@
 (kernels.decode_attention_cols, a verify step), GPU only:
 
     python -m lab.probe_attention_splits [--heads 9,3,64] [--contexts 512,4096] [--splits 88,44,22,11]
+        [--min-chunks 64,128,256,512]
 
 For each context and split count S: us per launch of decode_attention (one token) and of
 decode_attention_cols at 2, 4, 8 columns (its K/V rows kernel included), 24 launches back to back in one CUDA
@@ -14,7 +15,10 @@ import argparse
 
 import torch
 
-from kernels.decode_attention import AttentionWorkspace, decode_attention, default_num_splits, rope_tables
+from dataclasses import replace
+
+from kernels.decode_attention import (AttentionWorkspace, attention_config, decode_attention, decode_attention_with,
+                                      default_num_splits, rope_tables)
 from kernels.decode_attention_cols import decode_attention_cols
 from lab.bench_kernels import graph_us
 
@@ -25,6 +29,8 @@ def main():
     p.add_argument("--heads", default="9,3,64", help="query heads, kv heads, head_dim (default: the 135M model)")
     p.add_argument("--contexts", default="512,4096")
     p.add_argument("--splits", default="", help="split counts (default: the GPU's default, /2, /4, /8)")
+    p.add_argument("--min-chunks", default="", help="also: one column at these rows-per-split minimums "
+                   "(AttentionConfig.min_chunk), default S")
     args = p.parse_args()
     hq, hkv, d = (int(v) for v in args.heads.split(","))
     base = default_num_splits(hkv, "cuda")
@@ -53,6 +59,20 @@ def main():
                                                        pdl=True)
                 cells.append(graph_us(lambda: [fn() for _ in range(24)], 24))
             print(f"| {ctx} | {s} | " + " | ".join(f"{c:.2f}" for c in cells) + " |", flush=True)
+    if args.min_chunks:
+        print(f"\none column by AttentionConfig.min_chunk (S = {base}), us per launch")
+        print("| context | " + " | ".join(f"min_chunk {m}" for m in args.min_chunks.split(",")) + " |")
+        print("|---:|" + "---:|" * len(args.min_chunks.split(",")))
+        for ctx in (int(c) for c in args.contexts.split(",")):
+            pos = torch.tensor([ctx], dtype=torch.int32, device="cuda")
+            qkv, out = torch.randn((hq + 2 * hkv) * d, device="cuda"), torch.zeros(hq * d, device="cuda")
+            ws1 = AttentionWorkspace(hq, d, base, "cuda")
+            cells = []
+            for m in (int(v) for v in args.min_chunks.split(",")):
+                cfg = replace(attention_config(d, k_cache.dtype), min_chunk=m)
+                cells.append(graph_us(lambda: [decode_attention_with(cfg, qkv, pos, k_cache, v_cache, cos, sin, out,
+                                                                     ws1, d ** -0.5, pdl=True) for _ in range(24)], 24))
+            print(f"| {ctx} | " + " | ".join(f"{c:.2f}" for c in cells) + " |", flush=True)
 
 
 if __name__ == "__main__":
