@@ -5,9 +5,8 @@ Same math as `inference.reference`, with three differences that matter on a GPU:
 - the residual stream stays in float32 (like the decode kernels), so the KV cache the prompt
   leaves behind is as accurate as the one decode writes;
 - only the last position goes through the final norm and the LM head;
-- FP8 weights (inference.quant.Fp8Weight) go through kernels/fp8_gemm.py on a GPU (each weight tile
-  dequantized in registers to the activations' dtype, the same values as inference.quant's PyTorch math, then
-  multiplied on tensor cores); elsewhere they are dequantized before F.linear.
+- FP8 weights (inference.quant.Fp8Weight) are dequantized to the activations' dtype before their GEMM, on
+  a GPU in one pass (kernels/fp8_dequantize.py; the same bits as inference.quant.linear's PyTorch math).
 Prompts are padded to a power-of-two bucket and each bucket's forward is captured once as a CUDA
 graph, so TTFT is GPU time, not Python launch overhead. Padding sits after the prompt: causal
 attention keeps it out of every real position, and the KV rows it writes lie beyond the prompt,
@@ -20,8 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from kernels.fp8_gemm import X_DTYPES as FP8_GEMM_DTYPES
-from kernels.fp8_gemm import fp8_gemm
+from kernels.fp8_dequantize import fp8_dequantize
 
 from ..quant import Fp8Weight
 from ..reference import KVCache, ReferenceModel, rms_norm, rotate_half
@@ -30,14 +28,10 @@ MIN_BUCKET = 64
 
 
 def linear(x: Tensor, w: Tensor | Fp8Weight, bias: Tensor | None = None) -> Tensor:
-    """F.linear for a plain weight or an Fp8Weight: on a GPU the FP8 GEMM (kernels/fp8_gemm.py, the weight
-    dequantized tile by tile), elsewhere the weight dequantized by inference.quant's PyTorch math (the same
-    weight values)."""
+    """F.linear for a plain weight or an Fp8Weight, dequantized to x's dtype by the one-pass kernel on a GPU
+    (elsewhere by inference.quant's PyTorch math: the same values)."""
     if isinstance(w, Fp8Weight):
-        if w.device.type == "cuda" and x.dtype in FP8_GEMM_DTYPES:
-            y = fp8_gemm(x.reshape(-1, x.shape[-1]).contiguous(), w.q, w.scale, w.offset).view(*x.shape[:-1], -1)
-            return y + bias if bias is not None else y
-        w = w.dequantize(x.dtype)
+        w = fp8_dequantize(w.q, w.scale, w.offset, x.dtype) if w.device.type == "cuda" else w.dequantize(x.dtype)
     return F.linear(x, w, bias)
 
 
