@@ -42,13 +42,13 @@ bench() {  # bench SHAPE TP [REDUCE]
 }
 F=test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path
 
-step test-fast-1.5b-nccl 170 2 $T"$F[qwen2.5-coder-1.5b-nccl]"
+step test-fast-1.5b-nccl 170 2 $T"$F[qwen2.5-coder-1.5b-nccl-2]"
 bench qwen2.5-coder-1.5b 2 nccl
 bench qwen2.5-coder-3b 1
 bench qwen2.5-coder-3b 2 nccl
-step test-fast-qwen3 150 2 $T"$F[qwen3-1.7b-nccl]"
+step test-fast-qwen3 150 2 $T"$F[qwen3-1.7b-nccl-2]"
 bench qwen2.5-coder-1.5b 1
-step test-fast-1.5b-symm 150 2 $T"$F[qwen2.5-coder-1.5b-symm]"
+step test-fast-1.5b-symm 150 2 $T"$F[qwen2.5-coder-1.5b-symm-2]"
 bench qwen2.5-coder-1.5b 2 symm
 step test-reference-1.5b 150 2 $T"test_nccl_tp_matches_the_single_gpu_paths[2-qwen2.5-coder-1.5b]"
 step allreduce 60 2 python -m inference.parallel.allreduce_bench --tp 2 --sizes 1536,2048 --iters 200 --symm-mem

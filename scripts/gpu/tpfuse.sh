@@ -50,12 +50,12 @@ for shape in $SHAPES; do  # the figures first (the final window has two shapes);
   bench "$shape" 1
   bench "$shape" 2 nccl
 done
-step test-fast-flag 60 2 $T"$F[qwen2.5-coder-1.5b-flag]"
+step test-fast-flag 60 2 $T"$F[qwen2.5-coder-1.5b-flag-2]"
 grep -h "tp=2 fast ranks" "$OUT/test-fast-flag.log" 2>/dev/null | cut -c1-240
 step allreduce 40 2 python -m inference.parallel.allreduce_bench --tp 2 --sizes 1536,2048 --iters 200 --symm-mem --flag
 grep -A6 "^all-reduce" "$OUT/allreduce.log" 2>/dev/null
 step test-flag-vs-nccl 60 2 $T"test_the_flag_reduction_decodes_the_greedy_tokens_of_nccl"
-step test-fast-flag-push 60 2 $T"$F[qwen2.5-coder-1.5b-flag-push]"
+step test-fast-flag-push 60 2 $T"$F[qwen2.5-coder-1.5b-flag-push-2]"
 for shape in $SHAPES; do bench "$shape" 2 flag-push; done
 
 echo

@@ -597,11 +597,11 @@ def test_nccl_tp_matches_the_single_gpu_paths(tmp_path, shape, tp):
 
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
-@pytest.mark.parametrize("shape, reduce", [("qwen2.5-coder-1.5b", "nccl"), ("qwen2.5-coder-1.5b", "symm"),
-                                           ("qwen2.5-coder-1.5b", "flag"), ("qwen2.5-coder-1.5b", "flag-push"),
-                                           ("qwen3-1.7b", "nccl")])
-def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path(tmp_path, shape, reduce):
-    """TP=2 fast ranks (NCCL, symmetric-memory or flag all-reduce, pulling or pushing), bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
+@pytest.mark.parametrize("shape, reduce, tp", [("qwen2.5-coder-1.5b", "nccl", 2), ("qwen2.5-coder-1.5b", "symm", 2),
+                                               ("qwen2.5-coder-1.5b", "flag", 2), ("qwen2.5-coder-1.5b", "flag-push", 2),
+                                               ("qwen3-1.7b", "nccl", 2), ("qwen2.5-coder-1.5b", "flag", 4)])
+def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path(tmp_path, shape, reduce, tp):
+    """TP=2 (and 4: each K/V head on two ranks) fast ranks (NCCL, symmetric-memory or flag all-reduce, pulling or pushing), bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
     all-reduces + distributed argmax, captured) generates exactly the greedy tokens that the same
     kernels launched eagerly pick, token by token (teacher-forced on the graph's own tokens).
     (2) Sampled requests and a repetition penalty, decoded in the graph, give the tokens of the same
@@ -613,14 +613,16 @@ def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_
     from inference.prompts import Prompt
     from inference.synth import write_checkpoint
 
+    if torch.cuda.device_count() < tp:
+        pytest.skip(f"needs {tp} CUDA GPUs")
     path = write_checkpoint(shape, tmp_path / "m", layers=4, device="cuda")
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, 30000, (288,), generator=g).tolist()
     prompt, forced = ids[:32], ids[32:]
     one = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512)
-    two = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512, tp=2, tp_reduce=reduce)
+    two = Engine.from_pretrained(path, device="cuda", dtype="bfloat16", max_context=512, tp=tp, tp_reduce=reduce)
     try:
-        assert (two.info["runner"], two.info["fast_path"], two.info["tp"]) == ("tp-cuda-graph", True, 2)
+        assert (two.info["runner"], two.info["fast_path"], two.info["tp"]) == ("tp-cuda-graph", True, tp)
         assert two.info["tp_reduce"] == reduce
         greedy = SamplingParams(max_tokens=256)
         got = tokens_and_stats(two, Prompt.from_ids(prompt), n=64)[0]
@@ -647,7 +649,7 @@ def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_
             two.runner.use_graphs(True)
             assert runs[0] == runs[1], kw
         with_sync, alone = two.runner.time_steps(64, 32, True), two.runner.time_steps(64, 32, False)
-        print(f"{shape} tp=2 fast ranks ({reduce}): greedy tokens equal to the one-GPU fast path's for {same} of 64; "
+        print(f"{shape} tp={tp} fast ranks ({reduce}): greedy tokens equal to the one-GPU fast path's for {same} of 64; "
               f"teacher-forced top-1 {top1:.4f}, rel err {rel:.2e}; step {with_sync:.3f} ms, "
               f"without collectives {alone:.3f} ms")
         assert top1 >= 0.98 and rel <= 2e-2
