@@ -45,13 +45,6 @@ __device__ __forceinline__ void unpack8(uint4 w, float* f) {
   f[4] = lo16(w.z); f[5] = hi16(w.z); f[6] = lo16(w.w); f[7] = hi16(w.w);
 }
 
-__device__ __forceinline__ uint4 ld_stream(const u32* p) {  // read once: keep it out of L1
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
-
 struct Batch { uint4 w[NROWS][U]; };
 
 __device__ __forceinline__ void load_batch(const Params& prm, const long long* rows, const bool* ok, int c0,
@@ -63,14 +56,6 @@ __device__ __forceinline__ void load_batch(const Params& prm, const long long* r
       const int c = c0 + u * STRIDE;
       b.w[r][u] = ok[r] && c < NCH ? ld_stream(prm.w + rows[r] * (KDIM / 2) + c * 4) : make_uint4(0u, 0u, 0u, 0u);
     }
-}
-
-template <int KIND> __device__ __forceinline__ float4 norm4(const void* p, int k4) {
-  if (KIND == 2) return __ldg((const float4*)p + k4);
-  if (KIND < 0) return make_float4(1.f, 1.f, 1.f, 1.f);
-  const uint2 b = __ldg((const uint2*)p + k4);
-  return make_float4(bits16_f32<KIND>(b.x & 0xffffu), bits16_f32<KIND>(b.x >> 16), bits16_f32<KIND>(b.y & 0xffffu),
-                     bits16_f32<KIND>(b.y >> 16));
 }
 
 // A column's best (value, lowest row) as kernels.lm_head_argmax's ordered int64 key.

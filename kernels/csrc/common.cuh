@@ -1,5 +1,6 @@
-// Helpers shared by the CUDA C kernels of kernels/csrc: integer types, 16-bit values as float32, shared-memory
-// addresses, mbarriers and weight-ring barriers, bulk copies (TMA), L2 prefetch shares and ldmatrix.
+// Helpers shared by the CUDA C kernels of kernels/csrc: integer types, 16-bit values as float32, norm weights by
+// four, streamed 16-byte loads, shared-memory addresses, mbarriers and weight-ring barriers, bulk copies (TMA),
+// L2 prefetch shares and ldmatrix.
 // kernels._cuda_rtc.load_source pastes it where a .cu file includes it.
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -13,6 +14,21 @@ template <int KIND> __device__ __forceinline__ float bits16_f32(u32 b) {  // 0 b
 template <int KIND> __device__ __forceinline__ float any_f32(const void* p, int i) {  // 0 bf16, 1 fp16, 2 fp32
   if (KIND == 2) return ((const float*)p)[i];
   return bits16_f32<KIND>(((const unsigned short*)p)[i]);
+}
+// Norm weights 4k4 .. 4k4+3 as float32, one 8- or 16-byte load (KIND 0 bf16, 1 fp16, 2 fp32; < 0: ones).
+template <int KIND> __device__ __forceinline__ float4 norm4(const void* p, int k4) {
+  if (KIND == 2) return __ldg((const float4*)p + k4);
+  if (KIND < 0) return make_float4(1.f, 1.f, 1.f, 1.f);
+  const uint2 b = __ldg((const uint2*)p + k4);
+  return make_float4(bits16_f32<KIND>(b.x & 0xffffu), bits16_f32<KIND>(b.x >> 16), bits16_f32<KIND>(b.y & 0xffffu),
+                     bits16_f32<KIND>(b.y >> 16));
+}
+// 16 bytes read once (weights): kept out of L1.
+__device__ __forceinline__ uint4 ld_stream(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
+  return v;
 }
 __device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {

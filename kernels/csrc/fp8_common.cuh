@@ -2,15 +2,6 @@
 // e4m3 dot products. Needs common.cuh first.
 #define XS 1.8446744073709552e19f  // 2^64: the staged activation's scale (products clear of float32 subnormals)
 
-// Norm weights 4k4 .. 4k4+3 as float32, one 8- or 16-byte load (KIND 0 bf16, 1 fp16, 2 fp32; < 0: ones).
-template <int KIND> __device__ __forceinline__ float4 norm4(const void* p, int k4) {
-  if (KIND == 2) return __ldg((const float4*)p + k4);
-  if (KIND < 0) return make_float4(1.f, 1.f, 1.f, 1.f);
-  const uint2 b = __ldg((const uint2*)p + k4);
-  return make_float4(bits16_f32<KIND>(b.x & 0xffffu), bits16_f32<KIND>(b.x >> 16), bits16_f32<KIND>(b.y & 0xffffu),
-                     bits16_f32<KIND>(b.y >> 16));
-}
-
 // The norm weights of a thread's first PRE_ activation float4s (k4 = tid + i * NT_ < n4): loaded before the PDL
 // wait, as they do not depend on the previous kernel.
 template <int NK_, int NIT_, int PRE_, int NT_>  // names with _: the kernels #define NORM_KIND, NIT, PRE, NT

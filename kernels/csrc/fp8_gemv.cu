@@ -56,12 +56,6 @@ __device__ __forceinline__ float dot_word(u32 w, float4 x, float acc) {
   return fmaf(e4m3<3>(w), x.w, acc);
 }
 #endif
-__device__ __forceinline__ uint4 ld_stream(const unsigned char* p) {  // read once: keep it out of L1
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  return v;
-}
 
 // The weight rows of slot r of this warp (gate_up: slots R.. are the up rows of slots 0..R-1).
 __device__ __forceinline__ long long slot_row(const Params& prm, int unit0, int r, bool& ok) {
