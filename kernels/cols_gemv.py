@@ -30,9 +30,8 @@ from functools import lru_cache
 import torch
 
 from kernels import _cuda_rtc
-from kernels._util import WEIGHT_DTYPES, check_vec
-from kernels.gemv_mma_cols import NC, as_cols, check_weight
-from kernels.lm_head_mma_cols import SCRATCH
+from kernels.gemv_mma_cols import NC, gate_up_cols_args, residual_cols_args, rmsnorm_cols_args
+from kernels.lm_head_mma_cols import head_cols_args
 
 MODES = {"rmsnorm_gemv": (0, "cols_rmsnorm_gemv"), "residual": (1, "cols_gemv_residual"),
          "gate_up": (2, "cols_gate_up_silu"), "lm_head": (3, "cols_lm_head_argmax")}
@@ -149,14 +148,7 @@ def cols_rmsnorm_gemv(
 ) -> torch.Tensor:
     """out[c] = W @ (rmsnorm(x[c]) * norm_w) + bias for the n columns of x ([n, K] or one [K]); out [n, N]
     (or [N]). Reference: kernels.gemv_mma_cols.rmsnorm_gemv_mma_ref. Returns out."""
-    n, k = check_weight(w)
-    xs, outs = as_cols(x, k, "x"), as_cols(out, n, "out")
-    assert outs.shape[0] == xs.shape[0], "x and out must have the same number of columns"
-    if norm_w is not None:
-        check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    if bias is not None:
-        check_vec(bias, n, "bias", WEIGHT_DTYPES)
-    assert x.device == w.device == out.device
+    n, k, xs, outs = rmsnorm_cols_args(x, w, out, norm_w, bias)
     _launch("rmsnorm_gemv", w, xs, outs, n, xs.shape[0], config, norm_w=norm_w, bias=bias, eps=eps, pdl=pdl)
     return out
 
@@ -164,10 +156,7 @@ def cols_rmsnorm_gemv(
 def cols_gemv_residual(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl: bool = False,
                        config: Config | None = None) -> torch.Tensor:
     """x[c] += W @ a[c] for the n columns of a ([n, K] or [K]) and x ([n, N] or [N]), in place; returns x."""
-    n, k = check_weight(w)
-    as_, xs = as_cols(a, k, "a"), as_cols(x, n, "x")
-    assert as_.shape[0] == xs.shape[0], "a and x must have the same number of columns"
-    assert a.device == w.device == x.device and a.data_ptr() != x.data_ptr(), "a and x: different buffers"
+    n, k, as_, xs = residual_cols_args(a, w, x)
     _launch("residual", w, as_, xs, n, xs.shape[0], config, pdl=pdl)
     return x
 
@@ -178,13 +167,8 @@ def cols_rmsnorm_gate_up_silu(
 ) -> torch.Tensor:
     """out[c] = silu(W[0:I] @ n_c) * (W[I:2I] @ n_c), n_c = rmsnorm(x[c]) * norm_w, for the n columns of
     x ([n, K] or [K]); out [n, I] (or [I]). Returns out."""
-    two_i, k = check_weight(w_gate_up, "W_gate_up")
-    assert two_i % 2 == 0, "gate_up must have an even number of rows"
-    xs, outs = as_cols(x, k, "x"), as_cols(out, two_i // 2, "out")
-    assert outs.shape[0] == xs.shape[0], "x and out must have the same number of columns"
-    check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    assert x.device == w_gate_up.device == out.device
-    _launch("gate_up", w_gate_up, xs, outs, two_i // 2, xs.shape[0], config, norm_w=norm_w, eps=eps, pdl=pdl)
+    i, k, xs, outs = gate_up_cols_args(x, norm_w, w_gate_up, out)
+    _launch("gate_up", w_gate_up, xs, outs, i, xs.shape[0], config, norm_w=norm_w, eps=eps, pdl=pdl)
     return out
 
 
@@ -199,33 +183,10 @@ def cols_lm_head_argmax(
     mma_scratch's): the n columns' logits and argmaxes (the largest logit, the lowest row among equal ones);
     with a draft the accepted length a; token = argmax of column a, pos += a + 1, ring[pos % R] = token,
     x_next (default: x, one column only) = embed[token]; result = (argmaxes, a). Returns token."""
-    n, k = check_weight(w)
-    xs = as_cols(x, k, "x")
+    n, k, xs, lg, x_next = head_cols_args(x, w, logits, token, pos, embed, scratch, norm_w, ring, draft, klen,
+                                          x_next, result)
     cols = xs.shape[0]
-    lg = as_cols(logits, n, "logits")
-    assert lg.shape[0] == cols, "x and logits must have the same number of columns"
-    check_vec(scratch, SCRATCH, "scratch", (torch.int64,))
-    assert (draft is None) == (klen is None), "draft and klen go together"
-    if draft is not None:
-        assert draft.dim() == 1 and draft.numel() >= cols - 1 and draft.dtype == torch.int64 and draft.is_contiguous()
-        check_vec(klen, 1, "klen", (torch.int64,))
-    if x_next is None:
-        assert cols == 1, "x_next is needed with more than one column"
-        x_next = xs.view(-1)
-    check_vec(token, 1, "token", (torch.int64,))
-    check_vec(pos, 1, "pos", (torch.int32,))
-    check_vec(x_next, k, "x_next")
-    assert embed.dim() == 2 and embed.shape[1] == k and embed.is_contiguous() and embed.shape[0] >= n
     assert embed.dtype == w.dtype, "embed and W: the same 16-bit dtype"
-    if result is not None:
-        check_vec(result, cols + 1, "result", (torch.int64,))
-        assert result.device == x.device or result.is_pinned(), "result: on the device or in pinned host memory"
-    if ring is not None:
-        check_vec(ring, ring.numel(), "ring", (torch.int64,))
-        assert ring.device == x.device or ring.is_pinned(), "ring: on the device or in pinned host memory"
-    if norm_w is not None:
-        check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    assert n < 2 ** 31
     head = dict(scratch=scratch, draft=draft, klen=klen, token=token, pos=pos, embed=embed, x_next=x_next,
                 result=result, ring=ring)
     _launch("lm_head", w, xs, lg, n, cols, config, norm_w=norm_w, eps=eps, pdl=pdl, head=head)

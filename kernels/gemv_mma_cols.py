@@ -306,12 +306,9 @@ def check_weight(w: torch.Tensor, name: str = "W") -> tuple[int, int]:
     return w.shape
 
 
-def rmsnorm_gemv_mma(
-    x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, norm_w: torch.Tensor | None = None, eps: float = 1e-6,
-    bias: torch.Tensor | None = None, *, pdl: bool = False, config: dict | None = None,
-) -> torch.Tensor:
-    """out[c] = W @ (rmsnorm(x[c]) * norm_w) + bias for the n columns of x ([n, K] or one [K]); out [n, N]
-    (or [N]). config: a launch config instead of mma_config's (the lab's sweeps). Returns out."""
+def rmsnorm_cols_args(x, w, out, norm_w, bias):
+    """The checks of a column launcher of out[c] = W @ (rmsnorm(x[c]) * norm_w) + bias -> (n, k, xs, outs), x and
+    out as [columns, K] / [columns, N] (also kernels.cols_gemv's)."""
     n, k = check_weight(w)
     xs = as_cols(x, k, "x")
     outs = as_cols(out, n, "out")
@@ -321,6 +318,39 @@ def rmsnorm_gemv_mma(
     if bias is not None:
         check_vec(bias, n, "bias", WEIGHT_DTYPES)
     assert x.device == w.device == out.device
+    return n, k, xs, outs
+
+
+def residual_cols_args(a, w, x):
+    """The checks of a column launcher of x[c] += W @ a[c] -> (n, k, a_cols, x_cols)."""
+    n, k = check_weight(w)
+    as_ = as_cols(a, k, "a")
+    xs = as_cols(x, n, "x")
+    assert as_.shape[0] == xs.shape[0], "a and x must have the same number of columns"
+    assert a.device == w.device == x.device and a.data_ptr() != x.data_ptr(), "a and x: different buffers"
+    return n, k, as_, xs
+
+
+def gate_up_cols_args(x, norm_w, w_gate_up, out):
+    """The checks of a column launcher of out[c] = silu(W_g @ n_c) * (W_u @ n_c) -> (i, k, xs, outs)."""
+    two_i, k = check_weight(w_gate_up, "W_gate_up")
+    assert two_i % 2 == 0, "gate_up must have an even number of rows"
+    i = two_i // 2
+    xs = as_cols(x, k, "x")
+    outs = as_cols(out, i, "out")
+    assert outs.shape[0] == xs.shape[0], "x and out must have the same number of columns"
+    check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
+    assert x.device == w_gate_up.device == out.device
+    return i, k, xs, outs
+
+
+def rmsnorm_gemv_mma(
+    x: torch.Tensor, w: torch.Tensor, out: torch.Tensor, norm_w: torch.Tensor | None = None, eps: float = 1e-6,
+    bias: torch.Tensor | None = None, *, pdl: bool = False, config: dict | None = None,
+) -> torch.Tensor:
+    """out[c] = W @ (rmsnorm(x[c]) * norm_w) + bias for the n columns of x ([n, K] or one [K]); out [n, N]
+    (or [N]). config: a launch config instead of mma_config's (the lab's sweeps). Returns out."""
+    n, k, xs, outs = rmsnorm_cols_args(x, w, out, norm_w, bias)
     cfg = dict(mma_config(n, k), **(config or {}))
     blocks = triton.cdiv(n, cfg["BLOCK_N"])
     part, tickets = split_args(w.device, blocks, cfg, 1)
@@ -335,11 +365,7 @@ def rmsnorm_gemv_mma(
 def gemv_residual_mma(a: torch.Tensor, w: torch.Tensor, x: torch.Tensor, *, pdl: bool = False,
                       config: dict | None = None) -> torch.Tensor:
     """x[c] += W @ a[c] for the n columns of a ([n, K] or [K]) and x ([n, N] or [N]), in place; returns x."""
-    n, k = check_weight(w)
-    as_ = as_cols(a, k, "a")
-    xs = as_cols(x, n, "x")
-    assert as_.shape[0] == xs.shape[0], "a and x must have the same number of columns"
-    assert a.device == w.device == x.device and a.data_ptr() != x.data_ptr(), "a and x: different buffers"
+    n, k, as_, xs = residual_cols_args(a, w, x)
     cfg = dict(mma_config(n, k), **(config or {}))
     blocks = triton.cdiv(n, cfg["BLOCK_N"])
     part, tickets = split_args(w.device, blocks, cfg, 1)
@@ -356,14 +382,7 @@ def rmsnorm_gate_up_silu_mma(
 ) -> torch.Tensor:
     """out[c] = silu(W[0:I] @ n_c) * (W[I:2I] @ n_c), n_c = rmsnorm(x[c]) * norm_w, for the n columns of
     x ([n, K] or [K]); out [n, I] (or [I]). Returns out."""
-    two_i, k = check_weight(w_gate_up, "W_gate_up")
-    assert two_i % 2 == 0, "gate_up must have an even number of rows"
-    i = two_i // 2
-    xs = as_cols(x, k, "x")
-    outs = as_cols(out, i, "out")
-    assert outs.shape[0] == xs.shape[0], "x and out must have the same number of columns"
-    check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
-    assert x.device == w_gate_up.device == out.device
+    i, k, xs, outs = gate_up_cols_args(x, norm_w, w_gate_up, out)
     cfg = dict(mma_config(i, k), **(config or {}))
     blocks = triton.cdiv(i, cfg["BLOCK_N"])
     part, tickets = split_args(w_gate_up.device, blocks, cfg, 2)

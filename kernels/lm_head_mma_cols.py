@@ -98,17 +98,9 @@ def mma_scratch(device) -> torch.Tensor:
     return s
 
 
-def lm_head_argmax_mma(
-    x: torch.Tensor, w: torch.Tensor, logits: torch.Tensor, token: torch.Tensor, pos: torch.Tensor,
-    embed: torch.Tensor, scratch: torch.Tensor, norm_w: torch.Tensor | None = None, eps: float = 1e-6,
-    ring: torch.Tensor | None = None, *, draft: torch.Tensor | None = None, klen: torch.Tensor | None = None,
-    x_next: torch.Tensor | None = None, result: torch.Tensor | None = None, pdl: bool = False,
-    config: dict | None = None,
-) -> torch.Tensor:
-    """The n columns' logits (x [n, K] or one [K]) and argmaxes; with a draft, the accepted length a; then
-    token = argmax of column a, pos += a + 1, ring[pos % R] = token, x_next (default: x, one column only) =
-    embed[token]; result = (argmaxes, a). The argument order up to `ring` is kernels.lm_head_argmax's.
-    Returns token."""
+def head_cols_args(x, w, logits, token, pos, embed, scratch, norm_w, ring, draft, klen, x_next, result):
+    """The checks of a column LM head launcher (this module's contract; also kernels.cols_gemv's) ->
+    (n, k, x as [columns, K], logits as [columns, N], x_next: x itself for one column when not given)."""
     n, k = check_weight(w)
     xs = as_cols(x, k, "x")
     cols = xs.shape[0]
@@ -135,6 +127,23 @@ def lm_head_argmax_mma(
     if norm_w is not None:
         check_vec(norm_w, k, "norm_w", WEIGHT_DTYPES)
     assert n < 2 ** 31
+    return n, k, xs, lg, x_next
+
+
+def lm_head_argmax_mma(
+    x: torch.Tensor, w: torch.Tensor, logits: torch.Tensor, token: torch.Tensor, pos: torch.Tensor,
+    embed: torch.Tensor, scratch: torch.Tensor, norm_w: torch.Tensor | None = None, eps: float = 1e-6,
+    ring: torch.Tensor | None = None, *, draft: torch.Tensor | None = None, klen: torch.Tensor | None = None,
+    x_next: torch.Tensor | None = None, result: torch.Tensor | None = None, pdl: bool = False,
+    config: dict | None = None,
+) -> torch.Tensor:
+    """The n columns' logits (x [n, K] or one [K]) and argmaxes; with a draft, the accepted length a; then
+    token = argmax of column a, pos += a + 1, ring[pos % R] = token, x_next (default: x, one column only) =
+    embed[token]; result = (argmaxes, a). The argument order up to `ring` is kernels.lm_head_argmax's.
+    Returns token."""
+    n, k, xs, lg, x_next = head_cols_args(x, w, logits, token, pos, embed, scratch, norm_w, ring, draft, klen,
+                                          x_next, result)
+    cols = xs.shape[0]
     cfg = dict(mma_config(n, k), SPLIT_K=1, **(config or {}))
     assert cfg.pop("SPLIT_K") == 1, "no split-K here (the argmax votes per program)"
     grid = triton.cdiv(n, cfg["BLOCK_N"])

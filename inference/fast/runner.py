@@ -89,6 +89,7 @@ class FastRunner(Runner):
         self.target = self._target()
         self._plan(choose(cfg, self.tuning, self.target, attention, gemv))
         self.seed = 0
+        self._verify_slot = 1  # the verify step's graph slot launched last (they alternate; the first is 0)
 
     def _target(self) -> Target:
         """What this GPU and these weights support, for the plan."""
@@ -379,7 +380,7 @@ class FastRunner(Runner):
             out = v.run_eager(draft)
             self.host_pos += len(out)
             return lambda: out
-        slot = self._verify_slot = (getattr(self, "_verify_slot", 1) + 1) % 2  # the slots in turn
+        slot = self._verify_slot = (self._verify_slot + 1) % 2  # the slots in turn
         kc = v.launch(draft, slot)
 
         def result() -> list[int]:
