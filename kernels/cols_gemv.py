@@ -41,20 +41,25 @@ SMEM_CAP = 96 * 1024  # staged columns per CTA: two CTAs an SM
 SMALL = 8 << 20  # weights this small are read again from L2 by a launch's column groups (config_for)
 
 _SOURCE = _cuda_rtc.load_source("cols_gemv.cu")  # CUDA C: kernels/csrc/cols_gemv.cu (+ common.cuh)
+_SOURCE_MMA = _cuda_rtc.load_source("cols_gemv_mma.cu")  # tensor cores: kernels/csrc/cols_gemv_mma.cu
 
 
 @dataclass(frozen=True)
 class Config:
     """R rows (gate/up: row pairs) per warp, WK warps per row group splitting K, NW warps per CTA, U chunks
-    per row and batch, at most CG columns per CTA (more columns: neighbouring CTAs on the same rows)."""
+    per row and batch, at most CG columns per CTA (more columns: neighbouring CTAs on the same rows).
+    mma: the tensor-core kernel (kernels/csrc/cols_gemv_mma.cu, bf16 weights): R is 16-row tiles per warp, U MMA
+    steps (4 chunks) per batch, 8 columns per CTA (CG unused), SK CTAs of a cluster splitting K."""
     R: int = 2
     WK: int = 1
     NW: int = 8
     U: int = 4
     CG: int = 16
+    mma: bool = False
+    SK: int = 1
 
     def units_per_cta(self) -> int:
-        return self.NW // self.WK * self.R
+        return self.NW // self.WK * self.R * (16 if self.mma else 1)
 
 
 def config_for(mode: str, n: int, k: int) -> Config:
@@ -73,6 +78,51 @@ def config_for(mode: str, n: int, k: int) -> Config:
     if mode == "lm_head":
         return Config(R=4, WK=1, NW=8, U=4)
     return Config(R=2, WK=1, NW=4, U=4, CG=cg)
+
+
+def default_config(mode: str, n: int, k: int, dtype: torch.dtype) -> Config:
+    """The launchers' config when none is given: the tensor-core kernel for a bf16 LM head (H200, 135M model,
+    lab.probe_cols_gemv: 20.0 us at 1 column as the CUDA-core kernel's 19.9, 25.2 vs 53.7 at 8), config_for's
+    CUDA-core kernel for the rest (the tensor-core one lost on the small layer weights at every column count: the
+    135M QKV 3.1-3.8 vs 2.2 us at 1 column, 4.1-4.6 vs 3.1 at 8). A function of the weight only, so a plain
+    step and a verify step of a weight run the same kernel."""
+    if mode == "lm_head" and dtype == torch.bfloat16 and mma_fits(k):
+        return mma_config_for(mode, n, k)
+    return config_for(mode, n, k)
+
+
+def mma_smem(k: int, sk: int = 1) -> int:
+    """The tensor-core kernel's shared memory: a CTA's K range (whole MMA steps of 32) of 8 columns, 3 bf16 parts
+    (48 bytes per K) and the float4s' sums of squares (8 bytes per K)."""
+    steps = -(-(-(-k // 32)) // sk)
+    return 56 * 32 * steps
+
+
+def mma_fits(k: int, sk: int = 1) -> bool:
+    """Whether the tensor-core kernel takes K split over sk CTAs: its staged columns fit SMEM_CAP."""
+    return mma_smem(k, sk) <= SMEM_CAP
+
+
+def mma_config_for(mode: str, n: int, k: int) -> Config:
+    """The tensor-core kernel's rule (n = I for gate/up): a 16-row tile per warp. Many tiles (the LM head): a warp
+    per tile over all of K, 8 warps a CTA, 2 steps per batch (registers for two CTAs an SM; lab.probe_cols_gemv:
+    at 1 column as fast as the CUDA-core kernel, 25 vs 54 us at 8 on the 135M model, H200). Few tiles: SK CTAs
+    of a cluster split K until there are >= 128 CTAs (16 rows a CTA would leave most SMs idle: the 135M down_proj
+    took 6.4 vs 3.8 us on 36 CTAs, Nsight Compute), and the warps of a CTA split its steps, about 2 each (small
+    weights are latency-bound: every load in flight at once)."""
+    tiles, steps = -(-n // 16), -(-k // 32)
+    if tiles >= 1024:
+        assert mma_fits(k), f"K={k}: the tensor-core column GEMV stages 56 K bytes (<= {SMEM_CAP})"
+        return Config(R=1, WK=1, NW=8, U=2, mma=True)
+    sk = 1
+    while sk < 8 and tiles * sk < 128 and steps // (2 * sk) >= 2:
+        sk *= 2
+    assert mma_fits(k, sk), f"K={k}: the tensor-core column GEMV stages 56 K / {sk} bytes (<= {SMEM_CAP})"
+    per_cta = -(-steps // sk)
+    wk = 2
+    while wk < 8 and -(-per_cta // wk) > 2:
+        wk *= 2
+    return Config(R=1, WK=wk, NW=wk, U=8, mma=True, SK=sk)
 
 
 def column_groups(ncols: int, k: int, cap: int = 16) -> int:
@@ -95,10 +145,16 @@ def source(mode: str, k: int, cg: int, cfg: Config, wkind: int, norm_kind: int =
     """(CUDA source, kernel name) of a variant; kinds: -1 none, 0 bf16, 1 fp16, 2 fp32."""
     m, name = MODES[mode]
     assert k % 8 == 0 and cfg.NW % cfg.WK == 0 and cfg.R >= 1 and cfg.U >= 1 and 1 <= cg <= NC
-    per = -(-(k // 8) // (32 * cfg.WK))
+    if cfg.mma:
+        assert wkind == 0 and mma_fits(k, cfg.SK), "the tensor-core column GEMV takes bf16 weights, K it stages"
+        assert cfg.SK == 1 or mode != "lm_head", "the LM head does not split K"
+        per = -(-(-(-(-(-k // 32)) // cfg.SK)) // cfg.WK)
+    else:
+        per = -(-(k // 8) // (32 * cfg.WK))
     defines = {"KERNEL_NAME": name, "MODE": m, "KDIM": k, "CG": cg, "R": cfg.R, "WK": cfg.WK, "NW": cfg.NW,
-               "U": max(1, min(cfg.U, per)), "WKIND": wkind, "NORM_KIND": norm_kind, "BIAS_KIND": bias_kind}
-    return "".join(f"#define {a} {b}\n" for a, b in defines.items()) + _SOURCE, name
+               "U": max(1, min(cfg.U, per)), "WKIND": wkind, "NORM_KIND": norm_kind, "BIAS_KIND": bias_kind,
+               "SK": cfg.SK}
+    return "".join(f"#define {a} {b}\n" for a, b in defines.items()) + (_SOURCE_MMA if cfg.mma else _SOURCE), name
 
 
 @lru_cache(maxsize=None)
@@ -107,7 +163,8 @@ def _kernel(device_index: int, mode: str, k: int, cg: int, cfg: Config, wkind: i
     src, name = source(mode, k, cg, cfg, wkind, norm_kind, bias_kind)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", COMPILE_OPTIONS)
-    return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), 4 * k * cg, 1)  # (cfg.CG: unused)
+    smem = mma_smem(k, cfg.SK) if cfg.mma else 4 * k * cg  # staged columns: 3 bf16 parts of 8 / float32 of cg
+    return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem, cfg.SK)
 
 
 def supported(w: torch.Tensor) -> bool:
@@ -128,8 +185,9 @@ def _launch(mode: str, w, act, out, units: int, ncols: int, cfg: Config | None, 
     assert act.data_ptr() % 16 == 0, "the activation must be 16-byte aligned"
     assert norm_w is None or norm_w.data_ptr() % (4 * norm_w.element_size()) == 0, "norm_w: 4-element aligned"
     dev = w.device.index if w.device.index is not None else torch.cuda.current_device()
-    cfg = cfg or config_for(mode, units, k)
-    cg = column_groups(ncols, k, cfg.CG)
+    cfg = cfg or default_config(mode, units, k, w.dtype)
+    cg = 8 if cfg.mma else column_groups(ncols, k, cfg.CG)
+    groups = -(-ncols // cg)
     kern = _kernel(dev, mode, k, cg, cfg, _KIND[w.dtype], -1 if norm_w is None else _KIND[norm_w.dtype],
                    -1 if bias is None else _KIND[bias.dtype])
     h = head or {}
@@ -137,9 +195,9 @@ def _launch(mode: str, w, act, out, units: int, ncols: int, cfg: Config | None, 
     prm = _Params(w.data_ptr(), act.data_ptr(), _ptr(norm_w), _ptr(bias), out.data_ptr(), _ptr(h.get("scratch")),
                   _ptr(h.get("draft")), _ptr(h.get("klen")), _ptr(h.get("token")), _ptr(h.get("pos")),
                   _ptr(h.get("embed")), _ptr(h.get("x_next")), _ptr(h.get("result")), _ptr(ring),
-                  ring.numel() if ring is not None else 1, units, ncols // cg, ncols, eps)
+                  ring.numel() if ring is not None else 1, units, groups, ncols, eps)
     blocks = -(-units // cfg.units_per_cta())
-    kern.launch((blocks * (ncols // cg), 1, 1), 32 * cfg.NW, [prm], pdl=pdl)
+    kern.launch((blocks * groups * cfg.SK, 1, 1), 32 * cfg.NW, [prm], pdl=pdl)
 
 
 def cols_rmsnorm_gemv(

@@ -4,8 +4,9 @@
         [--only qkv,lm_head]
 
 For each GEMV of a decode layer (QKV, o_proj, gate/up, down) and the LM head (+ argmax) of the shape: us per
-launch of the one-column Triton kernel and of the column GEMVs at 1, 2, 4, 8 columns (config_for's config;
---sweep: other (R, WK, NW) configs, and at most 1, 2, 4 columns per CTA), 24 launches back to back in one CUDA graph over rotating weight copies
+launch of the one-column Triton kernel and of the column GEMVs at 1, 2, 4, 8 columns (config_for's config and
+the tensor-core kernel's mma_config_for where K fits; --sweep: other (R, WK, NW) configs, at most 1, 2, 4 columns
+per CTA, other (WK, NW, U) of the tensor-core kernel), 24 launches back to back in one CUDA graph over rotating weight copies
 (lab.bench_kernels.in_graph_us), PDL on. Not a test; the end-to-end number is `inference.bench --workload
 verify` / lab.profile_verify.
 """
@@ -17,7 +18,7 @@ from dataclasses import replace
 import torch
 
 from kernels.cols_gemv import (config_for, cols_gemv_residual, cols_lm_head_argmax,
-                               cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv)
+                               cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv, mma_config_for, mma_fits)
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.gemv_residual import gemv_residual
 from kernels.lm_head_argmax import argmax_scratch, lm_head_argmax
@@ -28,6 +29,9 @@ from lab.bench_kernels import copies, in_graph_us
 # hidden, intermediate, q + 2 kv (QKV rows), q (o_proj's K), vocab
 DIMS = {"smollm2-135m": (576, 1536, 960, 576, 49152), "qwen2.5-coder-0.5b": (896, 4864, 1152, 896, 151936),
         "qwen3-0.6b": (1024, 3072, 4096, 2048, 151936), "qwen2.5-coder-1.5b": (1536, 8960, 2048, 1536, 151936)}
+MMA_SWEEP = {"lm_head": [(1, 1, 8, 3, 1), (1, 1, 8, 1, 1), (2, 1, 8, 2, 1)],  # (R, WK, NW, U, SK)
+             "other": [(1, 2, 2, 8, 4), (1, 4, 4, 8, 2), (1, 4, 4, 8, 8), (1, 8, 8, 8, 2), (1, 2, 2, 8, 8),
+                       (1, 8, 8, 8, 1), (1, 4, 4, 8, 4), (1, 8, 8, 8, 4)]}
 SWEEP = {"rmsnorm_gemv": [(1, 1, 4), (1, 1, 8), (2, 1, 8), (4, 1, 4), (1, 2, 8)],
          "residual": [(1, 1, 4), (2, 1, 4), (1, 2, 4), (1, 4, 8), (2, 2, 8)],
          "gate_up": [(1, 1, 4), (2, 1, 8), (1, 2, 8), (2, 1, 4)],
@@ -80,12 +84,19 @@ def main():
         default = config_for(mode, out_n, k)
         configs = [default] + ([replace(default, R=r, WK=wk, NW=nw) for r, wk, nw in SWEEP[mode]]
                                + [replace(default, CG=cg) for cg in (1, 2, 4)] if args.sweep else [])
+        if mma_fits(k):
+            mma = mma_config_for(mode, out_n, k)
+            configs += [mma] + ([replace(mma, R=r, WK=wk, NW=nw, U=u, SK=sk) for r, wk, nw, u, sk in
+                                 MMA_SWEEP["lm_head" if mode == "lm_head" else "other"]
+                                 if mma_fits(k, sk) and (r, wk, nw, u, sk) != (mma.R, mma.WK, mma.NW, mma.U, mma.SK)]
+                                if args.sweep else [])
         for cfg in configs:
             us = []
             for kc in (1, 2, 4, 8):
                 X, O = torch.randn(kc, k, device="cuda"), torch.zeros(kc, out_n, device="cuda")
                 us.append(in_graph_us(lambda w: cols(X, w, O, cfg), ws))
-            tag = (f"cols R{cfg.R} WK{cfg.WK} NW{cfg.NW}" + (f" CG{cfg.CG}" if cfg.CG < 16 else "")
+            tag = (f"{'mma' if cfg.mma else 'cols'} R{cfg.R} WK{cfg.WK} NW{cfg.NW}"
+                   + (f" U{cfg.U} SK{cfg.SK}" if cfg.mma else f" CG{cfg.CG}" if cfg.CG < 16 else "")
                    + (" default" if cfg == default else ""))
             print(f"| {name} | {tag} | " + " | ".join(f"{u:.2f}" for u in us) + f" | {us[-1] / us[0]:.2f}x |",
                   flush=True)

@@ -55,15 +55,6 @@ __device__ __forceinline__ void cp_async16(u32 dst, const void* src, int bytes) 
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 __device__ __forceinline__ void cp_async_wait_prev() { asm volatile("cp.async.wait_group %0;" :: "n"(NBUF - 1) : "memory"); }
-__device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-__device__ __forceinline__ u32 peer_addr(u32 local, u32 rank) {
-  u32 r; asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank)); return r;
-}
-__device__ __forceinline__ float ld_peer(u32 addr) {
-  float v; asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory"); return v;
-}
 // Remote stores that count their bytes on the receiving CTA's mbarrier (no cluster barrier needed).
 __device__ __forceinline__ void st_async4(u32 addr, float4 v, u32 bar) {
   asm volatile("st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];"

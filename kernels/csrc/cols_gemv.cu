@@ -27,14 +27,8 @@
 #define NT (NW * 32)                         // threads per CTA
 #define K4 (KDIM / 4)                        // float4s per activation column
 #define NIT ((K4 + NT - 1) / NT)             // activation float4s per thread and column
-#define NC 16                                // columns of the LM head's scratch (kernels.gemv_mma_cols.NC)
+#include "cols_common.cuh"  // after NT
 
-struct Params {  // mirrored by _Params in kernels/cols_gemv.py
-  const u32* w; const float* act; const void* norm_w; const void* bias; float* out;
-  long long* scratch; const long long* draft; const long long* klen; long long* token; int* pos;
-  const u16* embed; float* x_next; long long* result; long long* ring;
-  int ring_size; int units; int groups; int ncols; float eps;
-};
 
 __device__ __forceinline__ float lo16(u32 w) { return WKIND == 1 ? h2f(w & 0xffffu) : __uint_as_float(w << 16); }
 __device__ __forceinline__ float hi16(u32 w) { return WKIND == 1 ? h2f(w >> 16) : __uint_as_float(w & 0xffff0000u); }
@@ -58,12 +52,6 @@ __device__ __forceinline__ void load_batch(const Params& prm, const long long* r
     }
 }
 
-// A column's best (value, lowest row) as kernels.lm_head_argmax's ordered int64 key.
-__device__ __forceinline__ long long argmax_key(float v, int row) {
-  const int bits = __float_as_int(v);
-  const int ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF);
-  return ((long long)ordered << 32) + (long long)(2147483647 - row);
-}
 
 extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params prm) {
   extern __shared__ __align__(16) unsigned char smem[];  // dynamic: xs4 [CG * 2 * NCH] float4
@@ -189,8 +177,6 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
   }
 #if MODE == 3
   __shared__ long long keys[CG][UNITS_PER_CTA];
-  __shared__ int last_s;
-  __shared__ long long token_s;
 #endif
   if (wk == 0) {
 #pragma unroll
@@ -226,39 +212,6 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
     for (int i = 1; i < UNITS_PER_CTA; ++i) best = max(best, keys[tid][i]);
     atomicMax(prm.scratch + col0 + tid, best);
   }
-  __syncthreads();
-  if (tid == 0) {
-    __threadfence();
-    const unsigned long long t = atomicAdd((unsigned long long*)(prm.scratch + NC), 1ull);
-    last_s = t == (unsigned long long)(gridDim.x - 1);
-  }
-  __syncthreads();
-  if (!last_s) return;
-  __threadfence();
-  __shared__ long long g_s[NC];
-  __shared__ int agree_s[NC];
-  if (tid < prm.ncols) {  // the last CTA: read and reset the votes (a thread per column), compare with the draft
-    const long long won = atomicExch((unsigned long long*)(prm.scratch + tid), (unsigned long long)(-9223372036854775807LL - 1));
-    const long long g = 2147483647LL - (won & 0xFFFFFFFFLL);
-    g_s[tid] = g;
-    agree_s[tid] = prm.draft && tid < prm.ncols - 1 && tid < *prm.klen && prm.draft[tid] == g;
-    if (prm.result) prm.result[tid] = g;
-  }
-  __syncthreads();
-  if (tid == 0) {  // accept the agreeing prefix, feed its token
-    prm.scratch[NC] = 0;
-    int a = 0;
-    while (a < prm.ncols - 1 && agree_s[a]) ++a;
-    const long long token = g_s[a];
-    if (prm.result) prm.result[prm.ncols] = a;
-    *prm.token = token;
-    const int new_pos = *prm.pos + a + 1;
-    *prm.pos = new_pos;
-    if (prm.ring) prm.ring[new_pos % prm.ring_size] = token;
-    token_s = token;
-  }
-  __syncthreads();
-  const u16* e = prm.embed + token_s * KDIM;
-  for (int k = tid; k < KDIM; k += NT) prm.x_next[k] = WKIND == 1 ? h2f(e[k]) : __uint_as_float((u32)e[k] << 16);
+  cols_head_finish(prm, tid);
 #endif
 }

@@ -1,6 +1,6 @@
 // Helpers shared by the CUDA C kernels of kernels/csrc: integer types, 16-bit values as float32, norm weights by
-// four, streamed 16-byte loads, shared-memory addresses, mbarriers and weight-ring barriers, bulk copies (TMA),
-// L2 prefetch shares and ldmatrix.
+// four, streamed 16-byte loads, shared-memory addresses, cluster barriers and peer loads, mbarriers and
+// weight-ring barriers, bulk copies (TMA), L2 prefetch shares and ldmatrix.
 // kernels._cuda_rtc.load_source pastes it where a .cu file includes it.
 typedef unsigned short u16;
 typedef unsigned int u32;
@@ -31,6 +31,22 @@ __device__ __forceinline__ uint4 ld_stream(const void* p) {
   return v;
 }
 __device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
+// Thread-block clusters: a barrier of every thread of the cluster, a peer CTA's shared-memory address, loads.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+__device__ __forceinline__ u32 peer_addr(u32 local, u32 rank) {
+  u32 r; asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(local), "r"(rank)); return r;
+}
+__device__ __forceinline__ float ld_peer(u32 addr) {
+  float v; asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(v) : "r"(addr) : "memory"); return v;
+}
+__device__ __forceinline__ float4 ld_peer4(u32 addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];" : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "r"(addr)
+               : "memory");
+  return v;
+}
 __device__ __forceinline__ void mbar_init(u32 bar, u32 count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
 }

@@ -1,4 +1,5 @@
-"""Spec for the CUDA-core GEMVs of 1..16 columns (kernels/cols_gemv.py, kernels/csrc/cols_gemv.cu): each equals
+"""Spec for the CUDA GEMVs of 1..16 columns (kernels/cols_gemv.py; kernels/csrc/cols_gemv.cu on CUDA cores,
+cols_gemv_mma.cu on tensor cores, the "fma" and "mma" families of these tests): each equals
 its PyTorch twin (kernels.gemv_mma_cols' references) to float32 precision, and a column's output is the same bits
 whatever the other columns are and however many there are (1, 2, 3, 4, 8, 16; with column groups where the staged
 columns outgrow a CTA's shared memory): what makes a verify step's column equal the plain step. The LM head
@@ -13,7 +14,7 @@ from kernel_helpers import DEVICE, poisoned, randn, rel_err
 
 from kernels import _cuda_rtc
 from kernels.cols_gemv import (cols_gemv_residual, cols_lm_head_argmax, cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv,
-                               column_groups, config_for)
+                               column_groups, config_for, default_config, mma_config_for, mma_fits)
 from kernels.gemv_mma_cols import gemv_residual_mma_ref, rmsnorm_gate_up_silu_mma_ref, rmsnorm_gemv_mma_ref
 from kernels.lm_head_mma_cols import lm_head_argmax_mma_ref, mma_scratch
 
@@ -23,7 +24,19 @@ HOPPER = pytest.mark.skipif(not (torch.cuda.is_available() and _cuda_rtc.availab
 WIDTHS = [1, 2, 3, 4, 8, 16]
 SHAPES = [(960, 576), (576, 1536), (2048, 1536), (1536, 8960)]  # 135M QKV, down; 1.5B QKV, down (column groups)
 DTYPES = [torch.bfloat16, torch.float16]
-TOL = 1e-5  # relative error vs the float32 twin (float32 sums in another order)
+TOL = {"fma": 1e-5,  # relative error vs the float32 twin (float32 sums in another order)
+       "mma": 3e-5}  # three bf16 parts of the activation, the tensor core's float32 sums (tests/kernels/test_mma_cols.py)
+FAMILIES = ["fma", "mma"]
+
+
+def family_config(family, mode, n, k, dtype=torch.bfloat16):
+    """The launch config of `family` for a weight (None: the launchers' default rule); skips what the
+    tensor-core kernel does not take (fp16 weights, K over its shared memory)."""
+    if family == "fma":
+        return config_for(mode, n, k)
+    if dtype != torch.bfloat16 or not mma_fits(k):
+        pytest.skip("the tensor-core column GEMV takes bf16 weights and K up to SMEM_CAP / MMA_SMEM")
+    return mma_config_for(mode, n, k)
 
 
 def columns(n, k, gen, scale=1.0):
@@ -52,21 +65,49 @@ def test_the_launch_config_is_a_function_of_the_weight_never_of_the_column_count
     assert config_for("lm_head", 49152, 576).CG == 16 and config_for("lm_head", 49152, 576).R == 4
 
 
+def test_the_default_runs_a_bf16_lm_head_on_tensor_cores_and_the_layer_weights_on_cuda_cores():
+    bf, fp = torch.bfloat16, torch.float16
+    assert default_config("lm_head", 49152, 576, bf) == mma_config_for("lm_head", 49152, 576)
+    assert default_config("lm_head", 49152, 576, fp) == config_for("lm_head", 49152, 576)
+    assert default_config("lm_head", 49152, 4096, bf) == config_for("lm_head", 49152, 4096)  # K past the staging
+    for mode, n, k in [("rmsnorm_gemv", 960, 576), ("residual", 576, 1536), ("gate_up", 1536, 576)]:
+        assert default_config(mode, n, k, bf) == config_for(mode, n, k)
+
+
+def test_the_tensor_core_config_splits_k_over_a_cluster_for_small_weights_and_not_for_the_lm_head():
+    """A 16-row tile per warp; the 135M model's layer weights (36-96 tiles) split K over 2-4 CTAs of a cluster
+    (>= 128 CTAs) and a CTA's steps over its warps (about 2 each); the LM head's many tiles take all of K per
+    warp; a K whose staged range outgrows the shared memory is refused."""
+    qkv, down, gate_up = (mma_config_for("rmsnorm_gemv", 960, 576), mma_config_for("residual", 576, 1536),
+                          mma_config_for("gate_up", 1536, 576))
+    assert (qkv.SK, qkv.WK) == (4, 4) and (down.SK, down.WK) == (4, 8) and gate_up.SK == 2
+    assert all(c.mma and c.NW == c.WK for c in (qkv, down, gate_up))
+    head = mma_config_for("lm_head", 49152, 576)
+    assert head.mma and head.WK == 1 and head.SK == 1 and head.units_per_cta() == 16 * head.NW
+    assert mma_fits(1536) and not mma_fits(2048) and mma_fits(8960, 8)
+    with pytest.raises(AssertionError, match="stages 56 K"):
+        mma_config_for("lm_head", 151936, 4096)
+
+
 @pytest.mark.gpu
 @HOPPER
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n,k", SHAPES)
 @pytest.mark.parametrize("with_norm,with_bias", [(True, True), (False, False)])
-def test_cols_rmsnorm_gemv_gives_each_column_the_same_bits_for_any_column_count(n, k, with_norm, with_bias, dtype, gen):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cols_rmsnorm_gemv_gives_each_column_the_same_bits_for_any_column_count(n, k, with_norm, with_bias, dtype,
+                                                                               family, gen):
+    cfg = family_config(family, "rmsnorm_gemv", n, k, dtype)
     w = randn(n, k, gen=gen, dtype=dtype, scale=0.05)
     norm_w = randn(k, gen=gen, dtype=torch.bfloat16) if with_norm else None
     bias = randn(n, gen=gen, dtype=torch.bfloat16) if with_bias else None
     x = columns(16, k, gen, scale=3.0)
-    alone = per_column(lambda xc, o: cols_rmsnorm_gemv(xc, w, o, norm_w, 1e-6, bias), x, lambda c: poisoned(n))
-    assert rel_err(alone, rmsnorm_gemv_mma_ref(x, w, norm_w, 1e-6, bias)) <= TOL
+    alone = per_column(lambda xc, o: cols_rmsnorm_gemv(xc, w, o, norm_w, 1e-6, bias, config=cfg), x,
+                       lambda c: poisoned(n))
+    assert rel_err(alone, rmsnorm_gemv_mma_ref(x, w, norm_w, 1e-6, bias)) <= TOL[family]
     for cols in WIDTHS:
         out = poisoned(cols, n)
-        assert cols_rmsnorm_gemv(x[:cols].contiguous(), w, out, norm_w, 1e-6, bias) is out
+        assert cols_rmsnorm_gemv(x[:cols].contiguous(), w, out, norm_w, 1e-6, bias, config=cfg) is out
         assert torch.equal(out, alone[:cols]), f"{cols} columns"
 
 
@@ -74,18 +115,20 @@ def test_cols_rmsnorm_gemv_gives_each_column_the_same_bits_for_any_column_count(
 @HOPPER
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("n,k", SHAPES)
-def test_cols_gemv_residual_adds_in_place_with_the_same_bits_for_any_column_count(n, k, dtype, gen):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cols_gemv_residual_adds_in_place_with_the_same_bits_for_any_column_count(n, k, dtype, family, gen):
+    cfg = family_config(family, "residual", n, k, dtype)
     w = randn(n, k, gen=gen, dtype=dtype, scale=0.05)
     a, x0 = columns(16, k, gen), columns(16, n, gen)
 
     def one(c):
-        return cols_gemv_residual(a[c].contiguous(), w, x0[c].clone())
+        return cols_gemv_residual(a[c].contiguous(), w, x0[c].clone(), config=cfg)
 
     alone = torch.stack([one(c) for c in range(16)])
-    assert rel_err(alone, gemv_residual_mma_ref(a, w, x0)) <= TOL
+    assert rel_err(alone, gemv_residual_mma_ref(a, w, x0)) <= TOL[family]
     for cols in WIDTHS:
         x = x0[:cols].clone()
-        assert cols_gemv_residual(a[:cols].contiguous(), w, x) is x
+        assert cols_gemv_residual(a[:cols].contiguous(), w, x, config=cfg) is x
         assert torch.equal(x, alone[:cols]), f"{cols} columns"
 
 
@@ -93,15 +136,18 @@ def test_cols_gemv_residual_adds_in_place_with_the_same_bits_for_any_column_coun
 @HOPPER
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("i,k", [(1536, 576), (8960, 1536)])
-def test_cols_gate_up_silu_gives_each_column_the_same_bits_for_any_column_count(i, k, dtype, gen):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cols_gate_up_silu_gives_each_column_the_same_bits_for_any_column_count(i, k, dtype, family, gen):
+    cfg = family_config(family, "gate_up", i, k, dtype)
     w = randn(2 * i, k, gen=gen, dtype=dtype, scale=0.05)
     norm_w = randn(k, gen=gen, dtype=torch.bfloat16)
     x = columns(16, k, gen, scale=2.0)
-    alone = per_column(lambda xc, o: cols_rmsnorm_gate_up_silu(xc, norm_w, 1e-6, w, o), x, lambda c: poisoned(i))
-    assert rel_err(alone, rmsnorm_gate_up_silu_mma_ref(x, norm_w, 1e-6, w)) <= TOL
+    alone = per_column(lambda xc, o: cols_rmsnorm_gate_up_silu(xc, norm_w, 1e-6, w, o, config=cfg), x,
+                       lambda c: poisoned(i))
+    assert rel_err(alone, rmsnorm_gate_up_silu_mma_ref(x, norm_w, 1e-6, w)) <= TOL[family]
     for cols in WIDTHS:
         out = poisoned(cols, i)
-        cols_rmsnorm_gate_up_silu(x[:cols].contiguous(), norm_w, 1e-6, w, out)
+        cols_rmsnorm_gate_up_silu(x[:cols].contiguous(), norm_w, 1e-6, w, out, config=cfg)
         assert torch.equal(out, alone[:cols]), f"{cols} columns"
 
 
@@ -115,7 +161,9 @@ def lm_head_case(gen, v, k, dtype=torch.bfloat16):
 @pytest.mark.gpu
 @HOPPER
 @pytest.mark.parametrize("v,k", [(49152, 576), (151936, 1536)])
-def test_cols_lm_head_argmax_accepts_the_agreeing_prefix_and_feeds_its_token(v, k, gen):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cols_lm_head_argmax_accepts_the_agreeing_prefix_and_feeds_its_token(v, k, family, gen):
+    cfg = family_config(family, "lm_head", v, k)
     w, embed, norm_w = lm_head_case(gen, v, k)
     x = randn(8, k, gen=gen)
     logits_ref, g, _ = lm_head_argmax_mma_ref(x, w, norm_w=norm_w)
@@ -129,22 +177,25 @@ def test_cols_lm_head_argmax_accepts_the_agreeing_prefix_and_feeds_its_token(v, 
         x_next, logits = poisoned(k), poisoned(cols, v)
         result = torch.zeros(cols + 1, dtype=torch.int64, pin_memory=True)  # as the verify step's: host memory
         cols_lm_head_argmax(x[:cols].contiguous(), w, logits, token, pos, embed, scratch, norm_w, 1e-6,
-                            draft=draft, klen=torch.tensor([klen], device=DEVICE), x_next=x_next, result=result)
+                            draft=draft, klen=torch.tensor([klen], device=DEVICE), x_next=x_next, result=result,
+                            config=cfg)
         torch.cuda.synchronize()
         a = min(right, klen, cols - 1)
         assert result.tolist() == g[:cols].tolist() + [a], (cols, right, klen)
         assert int(token) == int(g[a]) and int(pos) == 100 + a + 1
         assert torch.equal(x_next, embed[int(g[a])].float())
-        assert rel_err(logits, logits_ref[:cols]) <= TOL
+        assert rel_err(logits, logits_ref[:cols]) <= TOL[family]
         assert scratch[:16].eq(scratch[0]).all() and int(scratch[16]) == 0  # reset for the next launch
 
 
 @pytest.mark.gpu
 @HOPPER
-def test_cols_lm_head_argmax_one_column_is_the_plain_greedy_step(gen):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cols_lm_head_argmax_one_column_is_the_plain_greedy_step(family, gen):
     """One column, no draft (a plain step of a speculating run): token = argmax, pos + 1, the ring slot, x =
     its embedding, and the logits are the same bits as that column in an 8-column launch."""
     v, k = 49152, 576
+    cfg = family_config(family, "lm_head", v, k)
     w, embed, norm_w = lm_head_case(gen, v, k)
     x8 = randn(8, k, gen=gen)
     logits8 = poisoned(8, v)
@@ -152,13 +203,13 @@ def test_cols_lm_head_argmax_one_column_is_the_plain_greedy_step(gen):
     cols_lm_head_argmax(x8, w, logits8, torch.zeros(1, dtype=torch.int64, device=DEVICE),
                         torch.zeros(1, dtype=torch.int32, device=DEVICE), embed, scratch, norm_w, 1e-6,
                         draft=torch.zeros(7, dtype=torch.int64, device=DEVICE),
-                        klen=torch.zeros(1, dtype=torch.int64, device=DEVICE), x_next=poisoned(k))
+                        klen=torch.zeros(1, dtype=torch.int64, device=DEVICE), x_next=poisoned(k), config=cfg)
     ring = torch.full((8,), -1, dtype=torch.int64, device=DEVICE)
     for c in range(8):
         x, logits = x8[c].clone(), poisoned(v)
         token = torch.zeros(1, dtype=torch.int64, device=DEVICE)
         pos = torch.tensor([10 + c], dtype=torch.int32, device=DEVICE)
-        assert cols_lm_head_argmax(x, w, logits, token, pos, embed, scratch, norm_w, 1e-6, ring) is token
+        assert cols_lm_head_argmax(x, w, logits, token, pos, embed, scratch, norm_w, 1e-6, ring, config=cfg) is token
         assert torch.equal(logits, logits8[c])
         assert int(token) == int(logits8[c].argmax()) and int(pos) == 11 + c and int(ring[(11 + c) % 8]) == int(token)
         assert torch.equal(x, embed[int(token)].float())
@@ -166,8 +217,10 @@ def test_cols_lm_head_argmax_one_column_is_the_plain_greedy_step(gen):
 
 @pytest.mark.gpu
 @HOPPER
-def test_cols_lm_head_argmax_ties_go_to_the_lowest_row(gen):
+@pytest.mark.parametrize("family", FAMILIES)
+def test_cols_lm_head_argmax_ties_go_to_the_lowest_row(family, gen):
     v, k = 300, 64
+    cfg = family_config(family, "lm_head", v, k)
     w, embed, _ = lm_head_case(gen, v, k)
     w[250] = w[40]  # rows 40 and 250 give equal logits; 40 must win wherever it is the best
     x = randn(2, k, gen=gen)
@@ -177,7 +230,8 @@ def test_cols_lm_head_argmax_ties_go_to_the_lowest_row(gen):
     cols_lm_head_argmax(x, w, poisoned(2, v), torch.zeros(1, dtype=torch.int64, device=DEVICE),
                         torch.zeros(1, dtype=torch.int32, device=DEVICE), embed, mma_scratch(DEVICE),
                         draft=torch.zeros(1, dtype=torch.int64, device=DEVICE),
-                        klen=torch.zeros(1, dtype=torch.int64, device=DEVICE), x_next=poisoned(k), result=result)
+                        klen=torch.zeros(1, dtype=torch.int64, device=DEVICE), x_next=poisoned(k), result=result,
+                        config=cfg)
     assert result[:2].tolist() == [40, 40]
 
 

@@ -26,6 +26,14 @@ def test_the_fp8_kernels_share_their_staging_and_unpacking_once():
         assert src.count(shared) == 1 and src.count("float stage_act(") == 1 and src.count("float h2f(") == 1
 
 
+def test_the_column_gemvs_share_their_parameters_and_the_lm_head_end_once():
+    shared = _cuda_rtc.load_source("cols_common.cuh")
+    for name in ("cols_gemv.cu", "cols_gemv_mma.cu"):
+        src = _cuda_rtc.load_source(name)
+        assert src.count(shared) == 1 and src.count("struct Params {") == 1
+        assert src.count("void cols_head_finish(") == 1 and src.count("cols_head_finish(prm, tid);") == 1
+
+
 def test_the_sources_hold_the_kernels_the_launchers_launch():
     assert 'extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(const Params prm)' \
         in stream_gemv._SOURCE
