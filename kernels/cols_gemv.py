@@ -15,8 +15,9 @@ written out (kernels/csrc/cols_gemv.cu: explicit float32 operations in a fixed o
 contraction, warp-shuffle trees), so it does not depend on how many columns a launch carries, and a column costs
 its multiply-adds and a few shuffles: the weights are read once per launch for all columns.
 
-Launch configs (`Config`, a function of the weight's shape and kind only, never of the column count): R rows per
-warp, WK warps splitting K, NW warps per CTA, U chunks per row and batch. Columns are staged in shared memory,
+Launch configs (`Config`): R rows per warp, WK warps splitting K, NW warps per CTA, U chunks per row and batch;
+what sets a column's bits (`bits_key`: WK, and NW where the mode normalizes) is a function of the weight's shape
+and kind only, never of the column count. Columns are staged in shared memory,
 CG per CTA (`column_groups`: a divisor of the column count within SMEM_CAP; the groups of a row block are
 neighbouring CTAs).
 """
@@ -62,33 +63,48 @@ class Config:
         return self.NW // self.WK * self.R * (16 if self.mma else 1)
 
 
-def config_for(mode: str, n: int, k: int) -> Config:
+def config_for(mode: str, n: int, k: int, ncols: int = 1) -> Config:
     """The rule (kernels.fp8_cuda_gemv's shapes): gate/up a row pair per warp, o_proj / down_proj two warps a
     row (few rows), QKV two rows a warp, the LM head four rows a warp and eight warps. Weights small enough to
     be read again from L2 (<= SMALL bytes; n = I for gate/up) take at most 2 columns per CTA: a warp's serial
     work grows with its columns, and the 135M model's layer GEMVs at 8 columns went 22.9 -> 16.3 us
     (lab.probe_cols_gemv --sweep, H200; the LM head lost with fewer columns per CTA: its activation is
-    staged once per 64 rows)."""
+    staged once per 64 rows).
+    The column count `ncols` picks only what leaves the bits alone (bits_key: R, U, CG; NW without a norm), for
+    small weights (lab.probe_cols_gemv --same-bits, 135M model, H200, us at 2 / 4 / 8 columns): o_proj and
+    down_proj one column per CTA up to 4 columns (down 2.99 -> 2.36, 3.35 -> 2.86) and two rows per warp past
+    that (down 4.28 -> 4.02 at 8); gate/up two row pairs per warp past 4 columns (5.89 -> 4.82 at 8); QKV four
+    rows per warp and up to 4 columns per CTA past 4 columns (3.18 -> 3.03 at 8)."""
     small = (2 * n if mode == "gate_up" else n) * k * 2 <= SMALL
     cg = 2 if small and mode != "lm_head" else 16
+    wide = small and ncols > 4
     if mode == "gate_up":
-        return Config(R=1, WK=1, NW=8, U=4, CG=cg)
+        return Config(R=2 if wide else 1, WK=1, NW=8, U=4, CG=cg)
     if mode == "residual":
-        return Config(R=2, WK=2, NW=8, U=4, CG=cg) if k >= 4096 else Config(R=1, WK=2, NW=8, U=4, CG=cg)
+        if k >= 4096:
+            return Config(R=2, WK=2, NW=8, U=4, CG=cg)
+        return Config(R=2 if wide else 1, WK=2, NW=8, U=4, CG=1 if small and ncols > 1 else cg)
     if mode == "lm_head":
         return Config(R=4, WK=1, NW=8, U=4)
-    return Config(R=2, WK=1, NW=4, U=4, CG=cg)
+    return Config(R=4 if wide else 2, WK=1, NW=4, U=4, CG=4 if wide else cg)
 
 
-def default_config(mode: str, n: int, k: int, dtype: torch.dtype) -> Config:
+def bits_key(mode: str, cfg: Config) -> tuple:
+    """What sets a column's bits in the CUDA-core kernel: WK (a lane's chunks in order, the shuffle tree, the WK
+    partials in order) and, where the mode normalizes (all but residual), NW (the sum of squares over NW * 32
+    threads, then the warps in order). R, U and CG do not: configs of one key give the same bits."""
+    return ("mma", cfg) if cfg.mma else (cfg.WK,) if mode == "residual" else (cfg.WK, cfg.NW)
+
+
+def default_config(mode: str, n: int, k: int, dtype: torch.dtype, ncols: int = 1) -> Config:
     """The launchers' config when none is given: the tensor-core kernel for a bf16 LM head (H200, 135M model,
     lab.probe_cols_gemv: 20.0 us at 1 column as the CUDA-core kernel's 19.9, 25.2 vs 53.7 at 8), config_for's
     CUDA-core kernel for the rest (the tensor-core one lost on the small layer weights at every column count: the
     135M QKV 3.1-3.8 vs 2.2 us at 1 column, 4.1-4.6 vs 3.1 at 8). A function of the weight only, so a plain
-    step and a verify step of a weight run the same kernel."""
+    step and a verify step of a weight compute the same bits (the column count picks within a bits_key)."""
     if mode == "lm_head" and dtype == torch.bfloat16 and mma_fits(k):
         return mma_config_for(mode, n, k)
-    return config_for(mode, n, k)
+    return config_for(mode, n, k, ncols)
 
 
 def mma_smem(k: int, sk: int = 1) -> int:
@@ -185,7 +201,7 @@ def _launch(mode: str, w, act, out, units: int, ncols: int, cfg: Config | None, 
     assert act.data_ptr() % 16 == 0, "the activation must be 16-byte aligned"
     assert norm_w is None or norm_w.data_ptr() % (4 * norm_w.element_size()) == 0, "norm_w: 4-element aligned"
     dev = w.device.index if w.device.index is not None else torch.cuda.current_device()
-    cfg = cfg or default_config(mode, units, k, w.dtype)
+    cfg = cfg or default_config(mode, units, k, w.dtype, ncols)
     cg = 8 if cfg.mma else column_groups(ncols, k, cfg.CG)
     groups = -(-ncols // cg)
     kern = _kernel(dev, mode, k, cg, cfg, _KIND[w.dtype], -1 if norm_w is None else _KIND[norm_w.dtype],

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import torch
 
-from kernels.cols_gemv import (config_for, cols_gemv_residual, cols_lm_head_argmax,
+from kernels.cols_gemv import (bits_key, config_for, cols_gemv_residual, cols_lm_head_argmax,
                                cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv, mma_config_for, mma_fits)
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.gemv_residual import gemv_residual
@@ -70,6 +70,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--shape", default="smollm2-135m", choices=list(DIMS))
     p.add_argument("--sweep", action="store_true", help="also other (R, WK, NW) configs")
+    p.add_argument("--same-bits", action="store_true",
+                   help="the CUDA-core configs that give the default's bits (kernels.cols_gemv.bits_key): R, U, CG, "
+                        "and NW where the mode has no norm")
     p.add_argument("--only", default="", help="comma-separated launches (default: all)")
     args = p.parse_args()
     print(f"\n{args.shape}, bf16, {torch.cuda.get_device_name()}: us per launch, cold weights, PDL on")
@@ -84,6 +87,10 @@ def main():
         default = config_for(mode, out_n, k)
         configs = [default] + ([replace(default, R=r, WK=wk, NW=nw) for r, wk, nw in SWEEP[mode]]
                                + [replace(default, CG=cg) for cg in (1, 2, 4)] if args.sweep else [])
+        if args.same_bits and mode != "lm_head":
+            configs += [c for c in (replace(default, R=r, U=u, CG=cg, NW=nw) for r in (1, 2, 4) for u in (4,)
+                                    for cg in (1, 2, 4, 8) for nw in (4, 8))
+                        if c.NW % c.WK == 0 and bits_key(mode, c) == bits_key(mode, default) and c not in configs]
         if mma_fits(k):
             mma = mma_config_for(mode, out_n, k)
             configs += [mma] + ([replace(mma, R=r, WK=wk, NW=nw, U=u, SK=sk) for r, wk, nw, u, sk in
@@ -95,8 +102,8 @@ def main():
             for kc in (1, 2, 4, 8):
                 X, O = torch.randn(kc, k, device="cuda"), torch.zeros(kc, out_n, device="cuda")
                 us.append(in_graph_us(lambda w: cols(X, w, O, cfg), ws))
-            tag = (f"{'mma' if cfg.mma else 'cols'} R{cfg.R} WK{cfg.WK} NW{cfg.NW}"
-                   + (f" U{cfg.U} SK{cfg.SK}" if cfg.mma else f" CG{cfg.CG}" if cfg.CG < 16 else "")
+            tag = (f"{'mma' if cfg.mma else 'cols'} R{cfg.R} WK{cfg.WK} NW{cfg.NW} U{cfg.U}"
+                   + (f" SK{cfg.SK}" if cfg.mma else f" CG{cfg.CG}" if cfg.CG < 16 else "")
                    + (" default" if cfg == default else ""))
             print(f"| {name} | {tag} | " + " | ".join(f"{u:.2f}" for u in us) + f" | {us[-1] / us[0]:.2f}x |",
                   flush=True)

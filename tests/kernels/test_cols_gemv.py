@@ -13,8 +13,8 @@ import torch
 from kernel_helpers import DEVICE, poisoned, randn, rel_err
 
 from kernels import _cuda_rtc
-from kernels.cols_gemv import (cols_gemv_residual, cols_lm_head_argmax, cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv,
-                               column_groups, config_for, default_config, mma_config_for, mma_fits)
+from kernels.cols_gemv import (Config, bits_key, cols_gemv_residual, cols_lm_head_argmax, cols_rmsnorm_gate_up_silu,
+                               cols_rmsnorm_gemv, column_groups, config_for, default_config, mma_config_for, mma_fits)
 from kernels.gemv_mma_cols import gemv_residual_mma_ref, rmsnorm_gate_up_silu_mma_ref, rmsnorm_gemv_mma_ref
 from kernels.lm_head_mma_cols import lm_head_argmax_mma_ref, mma_scratch
 
@@ -30,10 +30,11 @@ FAMILIES = ["fma", "mma"]
 
 
 def family_config(family, mode, n, k, dtype=torch.bfloat16):
-    """The launch config of `family` for a weight (None: the launchers' default rule); skips what the
-    tensor-core kernel does not take (fp16 weights, K over its shared memory)."""
+    """The launch config of `family` for a weight (None: the launchers' rule per column count, CUDA cores but
+    for a bf16 LM head); skips what the tensor-core kernel does not take (fp16 weights, K over its shared
+    memory)."""
     if family == "fma":
-        return config_for(mode, n, k)
+        return config_for(mode, n, k) if mode == "lm_head" else None
     if dtype != torch.bfloat16 or not mma_fits(k):
         pytest.skip("the tensor-core column GEMV takes bf16 weights and K up to SMEM_CAP / MMA_SMEM")
     return mma_config_for(mode, n, k)
@@ -56,13 +57,28 @@ def test_column_groups_divide_the_columns_within_shared_memory_and_the_cap():
     assert column_groups(8, 576, cap=2) == 2 and column_groups(3, 576, cap=2) == 1 and column_groups(4, 576, cap=4) == 4
 
 
-def test_the_launch_config_is_a_function_of_the_weight_never_of_the_column_count():
-    """What makes a column's bits independent of the count: one config per weight shape; small weights (read
-    again from L2) take at most 2 columns per CTA, the LM head keeps its columns together."""
+def test_what_sets_a_columns_bits_is_a_function_of_the_weight_never_of_the_column_count():
+    """What makes a column's bits independent of the count: bits_key (WK; NW where the mode normalizes) is one per
+    weight shape, whatever the count picks of the rest; small weights (read again from L2) take at most 2
+    columns per CTA, the LM head keeps its columns together."""
     small, big = config_for("residual", 576, 1536), config_for("residual", 1536, 8960)
     assert small.CG == 2 and big.CG == 16 and big.R == 2 and small.R == 1
     assert config_for("gate_up", 1536, 576).CG == 2 and config_for("gate_up", 8960, 1536).CG == 16
     assert config_for("lm_head", 49152, 576).CG == 16 and config_for("lm_head", 49152, 576).R == 4
+    for mode, n, k in [("rmsnorm_gemv", 960, 576), ("residual", 576, 576), ("residual", 576, 1536),
+                       ("gate_up", 1536, 576), ("rmsnorm_gemv", 2048, 1536), ("residual", 1536, 8960),
+                       ("gate_up", 8960, 1536), ("lm_head", 151936, 1536)]:
+        keys = {bits_key(mode, config_for(mode, n, k, c)) for c in range(1, 17)}
+        assert len(keys) == 1, (mode, n, k, keys)
+    assert config_for("gate_up", 1536, 576, 8).R == 2 and config_for("residual", 576, 1536, 2).CG == 1
+    assert config_for("gate_up", 8960, 1536, 8) == config_for("gate_up", 8960, 1536)  # big weights: one config
+
+
+def test_the_bits_key_holds_what_orders_a_columns_sums():
+    base = Config(R=1, WK=2, NW=8, U=4, CG=2)
+    assert bits_key("residual", base) == bits_key("residual", Config(R=2, WK=2, NW=4, U=2, CG=1))
+    assert bits_key("rmsnorm_gemv", base) != bits_key("rmsnorm_gemv", Config(R=1, WK=2, NW=4))  # the norm's sum
+    assert bits_key("residual", base) != bits_key("residual", Config(R=1, WK=1, NW=8))
 
 
 def test_the_default_runs_a_bf16_lm_head_on_tensor_cores_and_the_layer_weights_on_cuda_cores():
