@@ -10,7 +10,11 @@ tokens per forward, and the speedup a verify step costing `c` plain steps would 
 
     python -m lab.probe_drafter [--device cuda] [--tokens 192] [--save runs.json | --load runs.json]
         [--costs 1.25,2,3] [--configs "7,2,4;7,1,4;7,2,8;7,3,8;15,2,4;15,2,8"]
+        [--lags 8,4,2 --bucket-costs 1.18,1.34,1.77]
 (--save keeps the prompts' ids and greedy outputs, --load replays settings over them without a model.)
+--lags: the decode loop itself (inference.speculative.decode.speculative_tokens, chaining on) over the outputs with
+a runner that answers from them, for each count of plain steps in flight: device time in plain steps, a verify
+step of 2 / 4 / 8 columns costing --bucket-costs (the verify bench's ratios), no host time.
 
 Configs are max_draft,min_match,max_match. The GPU's verify step pads a draft to 2, 4 or 8 columns, so at
 most 7 drafted tokens there.
@@ -52,6 +56,44 @@ def simulate(prompt_ids: list[int], output: list[int], cfg: DraftConfig) -> dict
     return {"plain": plain, "verify": verify, "accepted": accepted, "drafted": drafted, "tokens": len(output) - 1}
 
 
+class ReplayRunner:
+    """A runner whose steps and verify steps answer from a known greedy output (output[0] is the prefill's), and
+    that adds up device time: 1 per plain step, bucket_costs[b] per verify step of b columns."""
+    max_draft = 7
+    can_chain = True
+
+    def __init__(self, output: list[int], bucket_costs: dict[int, float]):
+        self.out, self.pos, self.time, self.costs = output, 1, 0.0, bucket_costs
+
+    def step(self) -> int:
+        tok = self.out[self.pos] if self.pos < len(self.out) else 0
+        self.pos += 1
+        self.time += 1.0
+        return tok
+
+    def verify_async(self, draft: list[int], ahead_of: int = 0):
+        start, n = self.pos, 0
+        while n < len(draft) and start + n < len(self.out) and draft[n] == self.out[start + n]:
+            n += 1
+        res = self.out[start:start + n + 1] or [0]
+        self.pos = start + n + 1
+        self.time += self.costs[min(b for b in self.costs if b >= len(draft) + 1)]
+        return lambda: list(res)
+
+
+def simulate_loop(prompt_ids: list[int], output: list[int], cfg: DraftConfig, lag: int,
+                  bucket_costs: dict[int, float]) -> float:
+    """Device time (plain steps) of the decode loop over a known greedy output with `lag` plain steps in flight."""
+    from inference.speculative.decode import SpecStats, speculative_tokens
+
+    runner = ReplayRunner(output, bucket_costs)
+    d = PromptLookupDrafter(prompt_ids, DraftConfig(max_draft=cfg.max_draft, min_match=cfg.min_match,
+                                                    max_match=cfg.max_match, cost_aware=False, lag=lag))
+    got = list(speculative_tokens(runner, output[0], d, len(output), lambda t: t, SpecStats(), lambda: False, lag))
+    assert got == output, "the replayed loop must give the output back"
+    return runner.time
+
+
 def decode(args) -> tuple[list, str]:
     """(name, prompt ids, greedy output ids) per edit prompt, and the model's name."""
     from inference.engine import Engine, FinishEvent
@@ -81,6 +123,8 @@ def main(argv=None):
     p.add_argument("--tokens", type=int, default=192)
     p.add_argument("--costs", default="1.25,2,3", help="verify-step costs in plain steps, for the speedup columns")
     p.add_argument("--configs", default="7,2,4;7,1,4;7,2,8;7,3,8;15,2,4;15,2,8")
+    p.add_argument("--lags", default="", help="plain steps in flight for the decode-loop replay (e.g. 8,4,2)")
+    p.add_argument("--bucket-costs", default="1.18,1.34,1.77", help="verify steps of 2, 4, 8 columns in plain steps")
     args = p.parse_args(argv)
 
     if args.load:
@@ -109,6 +153,16 @@ def main(argv=None):
         apv = tot["accepted"] / tot["verify"] if tot["verify"] else 0.0
         print(f"| {k}, {lo}, {hi} | {tot['verify']} | {tot['plain']} | {apv:.2f} | {tot['tokens'] / fwd:.2f} | "
               + " | ".join(f"{s:.2f}x" for s in speed) + " |")
+    if args.lags:
+        costs3 = dict(zip((2, 4, 8), (float(c) for c in args.bucket_costs.split(","))))
+        print(f"\nthe decode loop (7, 2, 4), verify steps of 2 / 4 / 8 columns = {args.bucket_costs} plain steps")
+        print("| plain steps in flight | speedup (device time) | per prompt |")
+        print("|---:|---:|---|")
+        for lag in (int(x) for x in args.lags.split(",")):
+            times = [simulate_loop(ids, out, DraftConfig(), lag, costs3) for _, ids, out in runs]
+            toks = [len(out) - 1 for _, _, out in runs]
+            print(f"| {lag} | {sum(toks) / sum(times):.2f}x | " + " ".join(f"{t / x:.2f}" for t, x in zip(toks, times))
+                  + " |")
 
 
 if __name__ == "__main__":

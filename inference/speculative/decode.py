@@ -78,7 +78,9 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
                        stats: SpecStats, cancelled: Callable[[], bool], lag: int) -> Iterator[int]:
     """Yield generated token ids (the first is `first`, a device token from runner.start) until
     max_tokens have been yielded or the caller stops reading. `read(device_token) -> int` waits
-    for a token of a plain step.
+    for a token of a plain step. Plain steps in flight: `lag`, or fewer (drafter.cfg.lag) while drafts are
+    landing (a verify step accepted a token within the last drafter.cfg.lag_window tokens): a step in flight when
+    the tail starts to match is a token no draft can cover.
 
     A verify step's tokens are handed to the caller only after the device has its next work (the next
     verify step, drafted from them, or plain steps): the caller's time for those tokens overlaps the
@@ -93,6 +95,7 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
     ahead = None  # (result, draft, launched at, guess): a verify step chained behind `inflight`
     chains = getattr(runner, "can_chain", False)
     streak = 0  # verify steps in a row whose drafts held entirely (chaining starts at CHAIN_AFTER)
+    landed = None  # `done` when a verify step last accepted a token
 
     def draft_now() -> list[int]:
         draft = drafter.propose(limit=min(most, max_tokens - issued - 1))
@@ -118,7 +121,9 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
 
     def issue_plain():
         nonlocal issued
-        while issued < max_tokens and len(pending) < lag and not (pending and cancelled()):
+        near = landed is not None and done - landed <= drafter.cfg.lag_window
+        most_in_flight = min(lag, drafter.cfg.lag) if near else lag
+        while issued < max_tokens and len(pending) < most_in_flight and not (pending and cancelled()):
             pending.append(runner.step())
             stats.plain_steps += 1
             issued += 1
@@ -138,6 +143,8 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
             if not blind:  # a chained step drafted on a wrong guess says nothing about the drafter
                 drafter.feedback(len(draft), n)
             inflight, full = None, n == len(draft)
+            if n:
+                landed = done
             streak = streak + 1 if full else 0
             if ahead is not None:  # already on the device: next in line, chained further while guesses hold
                 result, nxt, _, guess = ahead

@@ -36,9 +36,17 @@ def test_drafter_needs_min_match_tokens_and_respects_limits():
     d = PromptLookupDrafter([1, 2, 3, 4, 1], DraftConfig(max_draft=8, min_match=2))
     assert d.propose() == [] and not d.ready()  # only a 1-gram repeats
     d.append(2)
-    assert d.ready() and d.propose() == [3, 4, 1, 2]  # the copy may run into the tail itself
+    assert d.ready() and d.propose() == [3, 4, 1, 2, 3, 4, 1, 2]  # the copy runs into the tail: it repeats
     assert d.propose(limit=2) == [3, 4]
-    assert PromptLookupDrafter([1, 2, 3, 4, 1], DraftConfig(min_match=1)).propose() == [2, 3, 4, 1]
+    assert PromptLookupDrafter([1, 2, 3, 4, 1], DraftConfig(min_match=1)).propose() == [2, 3, 4, 1, 2, 3, 4, 1]
+
+
+def test_a_loop_in_the_output_gets_whole_drafts():
+    """A run like "= - = - = -" matches its own tail two tokens back: the continuation before the end is two
+    tokens, the draft repeats them to max_draft (and further for a chained step's continuation)."""
+    d = PromptLookupDrafter([7, 8, 9, 28, 464, 28, 464, 28], DraftConfig(max_draft=7, min_match=2, max_match=4))
+    assert d.propose() == [464, 28, 464, 28, 464, 28, 464]
+    assert d.continuation(10) == [464, 28] * 5
 
 
 def test_drafter_matches_what_it_is_fed_one_token_at_a_time():
@@ -56,6 +64,8 @@ def test_drafter_matches_what_it_is_fed_one_token_at_a_time():
             ends = [j for j in range(n - 1, len(tail) - 1) if tail[j - n + 1:j + 1] == tail[-n:]]
             if ends:
                 expect = tail[ends[-1] + 1:ends[-1] + 5]
+                while len(expect) < 4:  # past the end: the text repeats with the match's period
+                    expect.append(expect[len(expect) - (len(tail) - 1 - ends[-1])])
                 break
         assert inc.propose() == expect, i
 
@@ -90,7 +100,45 @@ def test_payoff_drafts_until_verify_steps_cost_more_than_the_tokens_they_yield()
     assert not p.pays()
 
 
+class _Replay:
+    """A runner answering from a known greedy output (output[0] is the prefill's), as the verify steps of a real
+    one would: a verify step accepts the draft's prefix that agrees with the output."""
+    max_draft, can_chain = 7, False
+
+    def __init__(self, output):
+        self.out, self.pos = output, 1
+
+    def step(self):
+        self.pos += 1
+        return self.out[self.pos - 1] if self.pos - 1 < len(self.out) else 0
+
+    def verify_async(self, draft, ahead_of=0):
+        n = 0
+        while n < len(draft) and self.pos + n < len(self.out) and draft[n] == self.out[self.pos + n]:
+            n += 1
+        res, self.pos = self.out[self.pos:self.pos + n + 1], self.pos + n + 1
+        return lambda: list(res)
+
+
+def test_fewer_plain_steps_in_flight_while_drafts_land_leave_more_of_a_copied_output_to_drafts():
+    """Plain steps already in flight when the tail starts to match cannot be drafted: once drafts land the loop
+    keeps DraftConfig.lag (2) in flight instead of its own 8, and a copy of the prompt costs fewer plain steps."""
+    prompt = list(range(100, 160))
+    output = [1, 2, 3] + prompt[10:30] + [4, 5, 6] + prompt[30:45] + [7, 8, 9, 10] + prompt[50:60]
+    plain = {}
+    for near in (8, 2):
+        stats = SpecStats()
+        drafter = PromptLookupDrafter(prompt, DraftConfig(cost_aware=False, lag=near))
+        got = list(speculative_tokens(_Replay(output), output[0], drafter, len(output), int, stats, lambda: False, 8))
+        assert got == output
+        plain[near] = stats.plain_steps
+    assert plain[2] < plain[8], plain
+
+
 def test_draft_config_is_checked():
+    assert DraftConfig().lag == 2 and DraftConfig().lag_window == 64
+    with pytest.raises(ValueError, match="lag"):
+        DraftConfig(lag=0)
     with pytest.raises(ValueError):
         DraftConfig(min_match=3, max_match=2)
     with pytest.raises(ValueError):
