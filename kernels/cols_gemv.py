@@ -97,12 +97,15 @@ def bits_key(mode: str, cfg: Config) -> tuple:
 
 
 def default_config(mode: str, n: int, k: int, dtype: torch.dtype, ncols: int = 1) -> Config:
-    """The launchers' config when none is given: the tensor-core kernel for a bf16 LM head (H200, 135M model,
-    lab.probe_cols_gemv: 20.0 us at 1 column as the CUDA-core kernel's 19.9, 25.2 vs 53.7 at 8), config_for's
-    CUDA-core kernel for the rest (the tensor-core one lost on the small layer weights at every column count: the
-    135M QKV 3.1-3.8 vs 2.2 us at 1 column, 4.1-4.6 vs 3.1 at 8). A function of the weight only, so a plain
-    step and a verify step of a weight compute the same bits (the column count picks within a bits_key)."""
-    if mode == "lm_head" and dtype == torch.bfloat16 and mma_fits(k):
+    """The launchers' config when none is given: the tensor-core kernel for a bf16 LM head whose K is not a
+    multiple of 1,024 (H200, lab.probe_cols_gemv, us at 1 / 8 columns against the CUDA-core kernel: 135M
+    19.7-20.0 / 25.1 vs 19.9 / 53.8, 0.5B 75.8 / 98.0 vs 80.6 / 179.1, 1.5B 144.0 / 183.7 vs 197.5 / 347.0; but
+    0.6B, K 1,024, 88.6 / 111.6 vs 79.6 / 181.6 and no launch config of it under 88: probably its 2 KB rows,
+    which put a warp's 16 rows at one DRAM-channel offset), config_for's CUDA-core kernel for the rest (the
+    tensor-core one lost on the small layer weights at every column count: the 135M QKV 3.1-3.8 vs 2.2 us at 1
+    column, 4.1-4.6 vs 3.1 at 8). A function of the weight only, so a plain step and a verify step of a weight
+    compute the same bits (the column count picks within a bits_key)."""
+    if mode == "lm_head" and dtype == torch.bfloat16 and mma_fits(k) and k % 1024:
         return mma_config_for(mode, n, k)
     return config_for(mode, n, k, ncols)
 

@@ -86,6 +86,7 @@ def test_the_default_runs_a_bf16_lm_head_on_tensor_cores_and_the_layer_weights_o
     assert default_config("lm_head", 49152, 576, bf) == mma_config_for("lm_head", 49152, 576)
     assert default_config("lm_head", 49152, 576, fp) == config_for("lm_head", 49152, 576)
     assert default_config("lm_head", 49152, 4096, bf) == config_for("lm_head", 49152, 4096)  # K past the staging
+    assert default_config("lm_head", 151936, 896, bf).mma and not default_config("lm_head", 151936, 1024, bf).mma
     for mode, n, k in [("rmsnorm_gemv", 960, 576), ("residual", 576, 1536), ("gate_up", 1536, 576)]:
         assert default_config(mode, n, k, bf) == config_for(mode, n, k)
 
