@@ -126,6 +126,7 @@ def _merge(m_ptr, l_ptr, acc_ptr, heads, h_mask, stride, n, G2: tl.constexpr, SB
 #   append: 1 to write row pos of the caches here, 0 where kernels.decode_attention_cols wrote it before
 #   grid (HKV, S, C): axis 2 picks a column c (kernels.decode_attention_cols): the token at pos + c, with its
 #   qkv, out, workspace and counters at column c of [C, ...] buffers; c = 0 is the one-token decode step
+#   SPLIT_PROGRAMS: 0, or the size of grid axis 1 (< S) when its programs take the splits in turn
 @triton.jit
 def _attn_kernel(
     qkv_ptr, pos_ptr, k_cache_ptr, v_cache_ptr, cos_ptr, sin_ptr, q_norm_ptr, k_norm_ptr,
@@ -134,10 +135,9 @@ def _attn_kernel(
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, G2: tl.constexpr,
     D: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_ALIGN: tl.constexpr, MIN_CHUNK: tl.constexpr, GS: tl.constexpr,
     HAS_QK_NORM: tl.constexpr, SPLIT_DOTS: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_PDL: tl.constexpr,
+    SPLIT_PROGRAMS: tl.constexpr,
 ):
-    HALF: tl.constexpr = D // 2
     kvh = tl.program_id(0)
-    split = tl.program_id(1)
     col = tl.program_id(2)  # 0 but in a verify step: the same code for every column
     qkv_ptr += col * ((HQ + 2 * HKV) * D)
     out_ptr += col * (HQ * D)
@@ -156,8 +156,33 @@ def _attn_kernel(
     n_ctx = pos + 1
     chunk = tl.maximum(tl.cdiv(tl.cdiv(n_ctx, S), CHUNK_ALIGN) * CHUNK_ALIGN, MIN_CHUNK)
     n_active = tl.cdiv(n_ctx, chunk)  # splits with rows: always the prefix 0..n_active-1
-    if split >= n_active:  # an empty split: nothing to read, store or merge (at short context, most of them)
-        return
+    if SPLIT_PROGRAMS == 0:  # a program per split (grid axis 1 = S); an empty split has nothing to do
+        split = tl.program_id(1)
+        if split < n_active:  # (at short context, most of them are empty)
+            _attn_split(qkv_ptr, k_cache_ptr, v_cache_ptr, cos_ptr, sin_ptr, q_norm_ptr, k_norm_ptr,
+                        m_ws_ptr, l_ws_ptr, acc_ws_ptr, m2_ws_ptr, l2_ws_ptr, acc2_ws_ptr, cnt_ptr, out_ptr,
+                        T_MAX, S, NG, qk_scale, eps, append, kvh, split, pos, n_ctx, chunk, n_active,
+                        HQ, HKV, G, G_PAD, G2, D, BLOCK_T, GS, HAS_QK_NORM, SPLIT_DOTS, DOT_PRECISION, USE_PDL)
+    else:  # SPLIT_PROGRAMS programs (grid axis 1) take the splits in turn: each split computed as above
+        for split in range(tl.program_id(1), n_active, SPLIT_PROGRAMS):
+            _attn_split(qkv_ptr, k_cache_ptr, v_cache_ptr, cos_ptr, sin_ptr, q_norm_ptr, k_norm_ptr,
+                        m_ws_ptr, l_ws_ptr, acc_ws_ptr, m2_ws_ptr, l2_ws_ptr, acc2_ws_ptr, cnt_ptr, out_ptr,
+                        T_MAX, S, NG, qk_scale, eps, append, kvh, split, pos, n_ctx, chunk, n_active,
+                        HQ, HKV, G, G_PAD, G2, D, BLOCK_T, GS, HAS_QK_NORM, SPLIT_DOTS, DOT_PRECISION, USE_PDL)
+
+
+@triton.jit
+def _attn_split(
+    qkv_ptr, k_cache_ptr, v_cache_ptr, cos_ptr, sin_ptr, q_norm_ptr, k_norm_ptr,
+    m_ws_ptr, l_ws_ptr, acc_ws_ptr, m2_ws_ptr, l2_ws_ptr, acc2_ws_ptr, cnt_ptr, out_ptr,
+    T_MAX, S, NG, qk_scale, eps, append, kvh, split, pos, n_ctx, chunk, n_active,
+    HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, G2: tl.constexpr,
+    D: tl.constexpr, BLOCK_T: tl.constexpr, GS: tl.constexpr,
+    HAS_QK_NORM: tl.constexpr, SPLIT_DOTS: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_PDL: tl.constexpr,
+):
+    """One split of _attn_kernel (a non-empty one): its rows' partial softmax, the new row where it falls in the
+    split, the partial's store and the level-1 / level-2 merges of the last program to finish."""
+    HALF: tl.constexpr = D // 2
     start = split * chunk
     end = tl.minimum(start + chunk, n_ctx)
     end_old = tl.minimum(end, pos)  # cache rows read; row pos (the new token) comes from registers
@@ -268,6 +293,8 @@ def _attn_kernel(
                              mask=h_mask[:, None])
 
 
+
+
 class AttentionWorkspace:
     """Split-KV partials and ticket counters for decode_attention (reusable across layers and steps,
     not by two launches in flight at once). Counters start at 0 and every launch leaves them at 0.
@@ -321,14 +348,25 @@ class AttentionConfig:
     split_dots: bool = True
     min_chunk: int = 0  # rows per split at least this (fewer, longer splits at short context)
     chunk_align: int = 0  # rows per split rounded up to a multiple of this (0: block_t)
+    # programs per kv head and column of a verify step at short context (few_split_rows), each taking the splits
+    # in turn (the same splits, so the same bits; 0: a program per split). H200, 135M heads, 8 columns at ctx
+    # 512: 8.34 us with a program per split (88), 6.92 with 11 (lab.probe_attention_splits); at 1,024 11.87 vs
+    # 10.95 and at 4,096 30.6 vs 20.4 (a program's splits run one after another): short contexts only.
+    verify_split_programs: int = 0
+
+
+def few_split_rows(cfg: AttentionConfig) -> int:
+    """Contexts (rows) up to which cfg.verify_split_programs programs cover every split with one split each: the
+    verify step's attention takes them there (decode_attention_cols' few_splits)."""
+    return cfg.verify_split_programs * max(cfg.min_chunk, cfg.block_t)
 
 
 def attention_config(head_dim: int, cache_dtype: torch.dtype) -> AttentionConfig:
     """Fixed rule from an in-graph sweep on an H200 (kernels/PERF.md); tiny tiles under the interpreter."""
     if interpreting():
-        return AttentionConfig(block_t=16, split_dots=False)
+        return AttentionConfig(block_t=16, split_dots=False, verify_split_programs=2)
     return AttentionConfig(block_t=64, num_warps=4, num_stages=3, split_dots=cache_dtype != torch.float32,
-                           min_chunk=64)
+                           min_chunk=64, verify_split_programs=11)
 
 
 def decode_attention(
@@ -358,9 +396,11 @@ def decode_attention(
 
 
 def decode_attention_with(cfg: AttentionConfig, qkv, pos, k_cache, v_cache, cos, sin, out, workspace, scale,
-                          q_norm=None, k_norm=None, eps=1e-6, *, pdl=False, columns: int = 1) -> torch.Tensor:
+                          q_norm=None, k_norm=None, eps=1e-6, *, pdl=False, columns: int = 1,
+                          split_programs: int = 0) -> torch.Tensor:
     """decode_attention with an explicit launch config (benchmarks and sweeps). columns > 1: the launch of
-    kernels.decode_attention_cols (qkv [C*(Hq+2Hkv)*D], out [C*Hq*D], cache rows pos..pos+C-1 written before)."""
+    kernels.decode_attention_cols (qkv [C*(Hq+2Hkv)*D], out [C*Hq*D], cache rows pos..pos+C-1 written before).
+    split_programs (0 < P < S): P programs per kv head and column take the S splits in turn (the same bits)."""
     assert k_cache.dim() == 3 and k_cache.shape == v_cache.shape, "caches must be [Hkv, Tmax, D]"
     assert k_cache.is_contiguous() and v_cache.is_contiguous(), "caches must be contiguous"
     assert k_cache.dtype == v_cache.dtype and k_cache.dtype in WEIGHT_DTYPES
@@ -384,7 +424,8 @@ def decode_attention_with(cfg: AttentionConfig, qkv, pos, k_cache, v_cache, cos,
 
     split_dots = cfg.split_dots and k_cache.dtype != torch.float32
     precision = "ieee" if k_cache.dtype == torch.float32 else "tf32"
-    _attn_kernel[(hkv, num_splits, columns)](
+    programs = split_programs if 0 < split_programs < num_splits else 0
+    _attn_kernel[(hkv, programs or num_splits, columns)](
         qkv, pos, k_cache, v_cache, cos, sin,
         q_norm if q_norm is not None else cos, k_norm if k_norm is not None else cos,
         ws.m, ws.l, ws.acc, ws.m2, ws.l2, ws.acc2, ws.tickets, out,
@@ -393,7 +434,7 @@ def decode_attention_with(cfg: AttentionConfig, qkv, pos, k_cache, v_cache, cos,
         BLOCK_T=cfg.block_t, CHUNK_ALIGN=cfg.chunk_align or cfg.block_t, MIN_CHUNK=max(cfg.min_chunk, cfg.block_t),
         GS=ws.group,
         HAS_QK_NORM=q_norm is not None, SPLIT_DOTS=split_dots, DOT_PRECISION=precision, USE_PDL=pdl,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        SPLIT_PROGRAMS=programs, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **pdl_launch_kwargs(pdl, qkv.device),
     )
     return out

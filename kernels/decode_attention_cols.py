@@ -6,9 +6,10 @@ Two launches:
      into the caches, computed by kernels.decode_attention's own `_norm_rope` code (with PDL it releases the
      attention at its start: the attention's own wait covers these rows);
   2. kernels.decode_attention's `_attn_kernel` with a third grid axis over the columns (grid (Hkv, S, KC),
-     row writing off): column c runs the one-token kernel's code for the token at pos + c — the
-     window's earlier rows pos..pos+c-1 come from the caches as they would after c one-token steps,
-     its own row from registers — with its own workspace and counters.
+     row writing off; few_splits: grid (Hkv, P, KC), P programs taking the S splits in turn): column c runs
+     the one-token kernel's code for the token at pos + c — the window's earlier rows pos..pos+c-1 come from
+     the caches as they would after c one-token steps, its own row from registers — with its own workspace
+     and counters.
 Column c's output is then bit for bit that of the one-token kernel run at pos + c after the one-token
 steps at pos..pos+c-1: the same compiled kernel, the same rows. K/V tiles are read once per column
 (from L2 after the first): at batch 1 and short context they are small next to the weights.
@@ -58,10 +59,13 @@ def decode_attention_cols(
     qkv: torch.Tensor, pos: torch.Tensor, k_cache: torch.Tensor, v_cache: torch.Tensor, cos: torch.Tensor,
     sin: torch.Tensor, out: torch.Tensor, workspace: AttentionWorkspace, scale: float,
     q_norm: torch.Tensor | None = None, k_norm: torch.Tensor | None = None, eps: float = 1e-6, *, pdl: bool = False,
+    few_splits: bool = False,
 ) -> torch.Tensor:
     """Attention of the KC tokens at pos..pos+KC-1 (qkv [KC, (Hq+2Hkv)*D] fp32), each over cache rows
     0..its own position; writes cache rows pos..pos+KC-1; out [KC, Hq*D] fp32. The caller keeps
-    pos + KC <= Tmax. workspace: built with columns >= KC. Returns out."""
+    pos + KC <= Tmax. workspace: built with columns >= KC. few_splits: the attention config's
+    verify_split_programs programs per kv head and column take the splits in turn (the same bits; faster up to
+    few_split_rows(config) rows of context, slower past them). Returns out."""
     assert qkv.dim() == 2 and out.dim() == 2 and qkv.shape[0] == out.shape[0], "qkv and out must be [KC, ...]"
     assert qkv.is_contiguous() and out.is_contiguous()
     kc = qkv.shape[0]
@@ -78,7 +82,8 @@ def decode_attention_cols(
                                **pdl_launch_kwargs(pdl, qkv.device))
     cfg = attention_config(d, k_cache.dtype)
     decode_attention_with(cfg, qkv.view(-1), pos, k_cache, v_cache, cos, sin, out.view(-1), workspace, scale,
-                          q_norm, k_norm, eps, pdl=pdl, columns=kc)
+                          q_norm, k_norm, eps, pdl=pdl, columns=kc,
+                          split_programs=cfg.verify_split_programs if few_splits else 0)
     return out
 
 

@@ -79,7 +79,7 @@ def main(argv=None):
         graphs = {1: runner.step_graph()}
         for kc in widths:
             v.load(list(range(200, 200 + kc - 1)))
-            graphs[kc] = v.graph(kc)
+            graphs[kc] = v.graph_at(kc, pos)
         times, tables = {}, {}
         for kc, g in graphs.items():
             runner.pos.fill_(pos)

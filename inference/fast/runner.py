@@ -381,7 +381,7 @@ class FastRunner(Runner):
             self.host_pos += len(out)
             return lambda: out
         slot = self._verify_slot = (self._verify_slot + 1) % 2  # the slots in turn
-        kc = v.launch(draft, slot)
+        kc = v.launch(draft, slot, pos=self.host_pos + ahead_of)
 
         def result() -> list[int]:
             out = v.finish(kc, slot)

@@ -181,14 +181,14 @@ def _verify_cost(engine, context: int, iters: int, widths, families) -> dict:
         r = out[family] = {"step_us": step_us, "kernels": f"{runner.attention_kind}/{runner.gemv_kind}"}
         for kc in widths:
             draft = list(range(200, 200 + kc - 1))
-            graph = v.graph(kc)
+            graph = v.graph_at(kc, pos)
             v.load(draft)
             us = timed(graph.replay)
             runner.pos.fill_(pos)  # every replay advanced it
             t = time.perf_counter()
             for _ in range(iters):
                 runner.pos.fill_(pos)
-                v.run(draft)
+                v.run(draft, pos)
             call_us = (time.perf_counter() - t) * 1e6 / iters
             runner.pos.fill_(pos)
             r[kc] = {"verify_us": us, "ratio": us / step_us, "verify_call_us": call_us}

@@ -36,7 +36,7 @@ import torch
 from torch import Tensor
 
 from kernels.cols_gemv import cols_gemv_residual, cols_lm_head_argmax, cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv
-from kernels.decode_attention import AttentionWorkspace
+from kernels.decode_attention import AttentionWorkspace, attention_config, few_split_rows
 from kernels.decode_attention_cols import decode_attention_cols
 from kernels.gate_up_silu_cols import rmsnorm_gate_up_silu_cols
 from kernels.gemv_mma_cols import gemv_residual_mma, rmsnorm_gate_up_silu_mma, rmsnorm_gemv_mma
@@ -88,7 +88,10 @@ class FastVerifier:
         self.host_np = [h.numpy() for h in self.host_in]
         self.result = [{kc: torch.zeros(kc + 1, dtype=torch.int64, pin_memory=self.cuda) for kc in self.buckets}
                        for _ in range(SLOTS)]
-        self.graphs: dict[tuple[int, int], torch.cuda.CUDAGraph] = {}  # (slot, bucket)
+        self.graphs: dict[tuple[int, int, bool], torch.cuda.CUDAGraph] = {}  # (slot, bucket, few splits)
+        # contexts up to which the attention's split programs take one split each (decode_attention_cols'
+        # few_splits: the same bits, faster there; slower past it): launch() picks the graph by position
+        self.few_rows = few_split_rows(attention_config(cfg.head_dim, cache.k[0].dtype))
         self.done = [torch.cuda.Event() if self.cuda else None for _ in range(SLOTS)]  # after each launch
 
     @classmethod
@@ -118,13 +121,14 @@ class FastVerifier:
         return pos + (self.width if k is None else self.bucket(k)) <= self.cache.max_len
 
     def capture(self):
-        """Capture every slot's and bucket's graph (before a request's first step)."""
+        """Capture every slot's and bucket's graphs (before a request's first step)."""
         for slot in range(SLOTS):
             for kc in self.buckets:
-                self.graph(kc, slot)
+                for few in (False, True) if self.few_rows else (False,):
+                    self.graph(kc, slot, few)
 
     # -- the verify step, as captured ---------------------------------------------------------------
-    def _body(self, kc: int, slot: int = 0):
+    def _body(self, kc: int, slot: int = 0, few: bool = False):
         w, pdl, eps = self.w, self.pdl, self.cfg.rms_norm_eps
         X, qkv, attn, h = self.X[:kc], self.qkv[:kc], self.attn[:kc], self.h[:kc]
         draft, klen, result = self.dev_in[slot][:-1], self.dev_in[slot][-1:], self.result[slot][kc]
@@ -143,7 +147,7 @@ class FastVerifier:
         for i, layer in enumerate(w.layers):
             qkv_(X, layer.qkv, qkv, layer.attn_norm, eps, layer.qkv_bias)
             decode_attention_cols(qkv, self.pos, self.cache.k[i], self.cache.v[i], self.cos, self.sin, attn, self.ws,
-                                  self.scale, layer.q_norm, layer.k_norm, eps, pdl=pdl)
+                                  self.scale, layer.q_norm, layer.k_norm, eps, pdl=pdl, few_splits=few)
             o_(attn, layer.o, X)
             gate_up_(X, layer.mlp_norm, eps, layer.gate_up, h)
             down_(h, layer.down, X)
@@ -185,14 +189,15 @@ class FastVerifier:
     def run(self, draft: list[int], pos: int | None = None) -> list[int]:
         """Verify `draft` after the runner's current token: the accepted drafted tokens plus the model's
         next one. The runner's token, pos and x are left for its next step."""
-        return self.finish(self.launch(draft))
+        return self.finish(self.launch(draft, pos=pos))
 
     @torch.inference_mode()
-    def launch(self, draft: list[int], slot: int = 0) -> int:
+    def launch(self, draft: list[int], slot: int = 0, pos: int | None = None) -> int:
         """Replay the verify step of `draft` in `slot` (run() without waiting); returns its bucket, for
-        finish(). Steps in flight run in launch order on the stream, each from the state the one before left."""
+        finish(). Steps in flight run in launch order on the stream, each from the state the one before left.
+        pos: where it starts at the latest (the host's count), to pick the attention's split programs."""
         kc = self.bucket(len(draft))
-        graph = self.graph(kc, slot)
+        graph = self.graph_at(kc, pos, slot)
         self.load(draft, slot)
         graph.replay()
         self.done[slot].record()
@@ -203,10 +208,15 @@ class FastVerifier:
         self.done[slot].synchronize()
         return self._result(kc, slot)
 
-    def graph(self, kc: int, slot: int = 0) -> torch.cuda.CUDAGraph:
-        """The captured verify step of bucket kc in `slot` (captured on first use; the warm-up writes cache
-        rows at and past pos, which every later step rewrites before reading)."""
-        if (slot, kc) not in self.graphs:
+    def graph_at(self, kc: int, pos: int | None, slot: int = 0) -> torch.cuda.CUDAGraph:
+        """The graph a verify step of bucket kc starting at `pos` (at the latest; None: unknown) runs."""
+        return self.graph(kc, slot, pos is not None and pos + kc <= self.few_rows)
+
+    def graph(self, kc: int, slot: int = 0, few: bool = False) -> torch.cuda.CUDAGraph:
+        """The captured verify step of bucket kc in `slot`, the attention's few split programs or not (captured
+        on first use; the warm-up writes cache rows at and past pos, which every later step rewrites before
+        reading)."""
+        if (slot, kc, few) not in self.graphs:
             saved = (self.token.clone(), self.pos.clone(), self.x.clone())
             self.dev_in[slot][-1:].zero_()  # klen 0: no draft counts during the warm-up
             stream = torch.cuda.Stream()
@@ -214,15 +224,15 @@ class FastVerifier:
             with torch.cuda.stream(stream):
                 for _ in range(2):  # compiles every kernel outside the capture
                     self._restore(saved)
-                    self._body(kc, slot)
+                    self._body(kc, slot, few)
             torch.cuda.current_stream().wait_stream(stream)
             self._restore(saved)
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, stream=stream):
-                self._body(kc, slot)
+                self._body(kc, slot, few)
             self._restore(saved)
-            self.graphs[(slot, kc)] = graph
-        return self.graphs[(slot, kc)]
+            self.graphs[(slot, kc, few)] = graph
+        return self.graphs[(slot, kc, few)]
 
     def _restore(self, saved):
         token, pos, x = saved

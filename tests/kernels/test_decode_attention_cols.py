@@ -1,6 +1,7 @@
 """Spec for the k-column attention of the verify step (kernels/decode_attention_cols.py): it equals its PyTorch
 twin, and column c equals, bit for bit, the one-token decode kernel run at pos, pos+1, ... one after another,
-appending its rows. Odd shapes under the interpreter, every bucket width; on a GPU (gpu tests) the real shapes.
+appending its rows, with a program per split or a few programs taking the splits in turn. Odd shapes under the
+interpreter, every bucket width; on a GPU (gpu tests) the real shapes.
 (The verify step's GEMVs: tests/kernels/test_mma_cols.py.)"""
 
 import math
@@ -29,7 +30,10 @@ def attention_case(hq, hkv, d, t_max, kc, qk_norm, dtype, gen):
 @pytest.mark.parametrize("hq,hkv,d,qk_norm", [(4, 2, 64, False), (6, 1, 64, True)] if not HAS_CUDA
                          else [(12, 2, 128, False), (16, 8, 128, True), (9, 3, 64, False)])
 @pytest.mark.parametrize("p", [0, 14, 40] if not HAS_CUDA else [0, 500, 5000])
-def test_decode_attention_cols_is_the_one_token_kernel_at_each_position(kc, hq, hkv, d, qk_norm, p, gen):
+@pytest.mark.parametrize("few_splits", [False, True])
+def test_decode_attention_cols_is_the_one_token_kernel_at_each_position(kc, hq, hkv, d, qk_norm, p, few_splits, gen):
+    """few_splits: the config's verify_split_programs programs take the splits in turn (several each at long
+    context): the same splits, so the same bits."""
     dtype = torch.bfloat16
     t_max = 80 if not HAS_CUDA else 6000
     qkv, k_cache, v_cache, cos, sin, (qn, kn) = attention_case(hq, hkv, d, t_max, kc, qk_norm, dtype, gen)
@@ -43,7 +47,8 @@ def test_decode_attention_cols_is_the_one_token_kernel_at_each_position(kc, hq, 
     ws = AttentionWorkspace(hq, d, splits, DEVICE, columns=16)
     out = poisoned(kc, hq * d)
     pos = torch.tensor([p], dtype=torch.int32, device=DEVICE)
-    assert decode_attention_cols(qkv, pos, k_cache, v_cache, cos, sin, out, ws, scale, qn, kn) is out
+    assert decode_attention_cols(qkv, pos, k_cache, v_cache, cos, sin, out, ws, scale, qn, kn,
+                                 few_splits=few_splits) is out
     assert rel_err(out, ref) <= 1e-2
     assert not ws.tickets.any(), "ticket counters not reset"
     assert torch.equal(k_cache, one_k) and torch.equal(v_cache, one_v), "cache rows differ from one-token steps'"
