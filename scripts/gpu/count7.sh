@@ -10,14 +10,9 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/count7"); mkdir -p "$LOG"
 export PYTHONUNBUFFERED=1
 MODEL=${MODEL:-/tmp/smollm2.gguf}
-BEFORE=$(realpath "${BEFORE:-.before}")
-NOW=$PWD
 source scripts/gpu/lib.sh
+ab_setup
 nvidia-smi --query-gpu=name --format=csv,noheader
-PYTEST=(-q -p no:cacheprovider -p no:randomly -o addopts="")
-EXTRA=${PYTHONPATH:+:$PYTHONPATH}
-now=(env -C "$NOW" PYTHONPATH="$NOW$EXTRA")  # `step` runs its command under timeout: no shell functions
-before=(env -C "$BEFORE" PYTHONPATH="$BEFORE$EXTRA")
 step kernel-tests 120 "${now[@]}" python3 -m pytest "${PYTEST[@]}" tests/kernels/test_cols_gemv.py
 step spec-tests 150 "${now[@]}" python3 -m pytest "${PYTEST[@]}" tests/inference/test_speculative_gpu.py
 step verify-before 60 "${before[@]}" python3 -m inference.bench --workload verify --model "$MODEL" --json "$LOG/verify-before.json"

@@ -10,14 +10,9 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/draft7"); mkdir -p "$LOG"
 export PYTHONUNBUFFERED=1
 MODEL=${MODEL:-/tmp/smollm2.gguf}
-BEFORE=$(realpath "${BEFORE:-.before}")
-NOW=$PWD
 source scripts/gpu/lib.sh
+ab_setup
 nvidia-smi --query-gpu=name --format=csv,noheader
-PYTEST=(-q -p no:cacheprovider -p no:randomly -o addopts="")
-EXTRA=${PYTHONPATH:+:$PYTHONPATH}
-now=(env -C "$NOW" PYTHONPATH="$NOW$EXTRA")  # `step` runs its command under timeout: no shell functions
-before=(env -C "$BEFORE" PYTHONPATH="$BEFORE$EXTRA")
 step spec-tests 150 "${now[@]}" python3 -m pytest "${PYTEST[@]}" tests/inference/test_speculative_gpu.py
 step edit-before 60 "${before[@]}" python3 -m inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$LOG/edit-before.json"
 step edit-now 60 "${now[@]}" python3 -m inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$LOG/edit-now.json"

@@ -23,3 +23,14 @@ summary() {
   echo "=== summary"
   printf '%s\n' "${summary_lines[@]}"
 }
+
+# A/B scripts: `before` / `now` command prefixes that run python from the tree in $BEFORE (`git archive <rev>
+# inference kernels`, default .before) and from this one, each from inside itself (python -m puts the working
+# directory first; `step` runs its command under timeout, so no shell functions). Also PYTEST's quiet options.
+ab_setup() {
+  local extra=${PYTHONPATH:+:$PYTHONPATH}
+  BEFORE=$(realpath "${BEFORE:-.before}")
+  now=(env -C "$PWD" PYTHONPATH="$PWD$extra")
+  before=(env -C "$BEFORE" PYTHONPATH="$BEFORE$extra")
+  PYTEST=(-q -p no:cacheprovider -p no:randomly -o addopts="")
+}
