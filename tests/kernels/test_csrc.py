@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from kernels import _cuda_rtc, cluster_attention, stream_gemv
+from kernels import _cuda_rtc, cluster_attention, cols_gemv, stream_gemv
 
 
 def test_each_source_loads_with_the_shared_header_pasted_in_once():
@@ -50,12 +50,16 @@ def _variants():
     defines = {"G": 6, "HQ": 12, "HKV": 2, "CLUSTER": 16, "MIN_CHUNK": 64, "CACHE_HALF": 0, "HAS_NORM": 0,
                "NORM_KIND": 0, "EARLY": 1}
     ca = "".join(f"#define {k} {v}\n" for k, v in defines.items()) + cluster_attention._SOURCE
-    return {"stream_gate_up_silu": sg, "attn_cluster": ca}
+    mma = cols_gemv.mma_config_for("residual", 576, 1536)  # the 135M down_proj: K split over a cluster
+    cm, _ = cols_gemv.source("residual", 1536, 8, mma, 0)
+    head, _ = cols_gemv.source("lm_head", 576, 8, cols_gemv.mma_config_for("lm_head", 49152, 576), 0, 0)
+    return {"stream_gate_up_silu": sg, "attn_cluster": ca, "cols_gemv_residual": cm, "cols_lm_head_argmax": head}
 
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not installed (the GPU tests compile with NVRTC)")
-@pytest.mark.parametrize("kernel", ["stream_gate_up_silu", "attn_cluster"])
+@pytest.mark.parametrize("kernel", ["stream_gate_up_silu", "attn_cluster", "cols_gemv_residual",
+                                    "cols_lm_head_argmax"])
 def test_a_runner_variant_compiles_for_sm90a(kernel, tmp_path):
     src = tmp_path / "k.cu"
     src.write_text(_variants()[kernel])
@@ -64,5 +68,7 @@ def test_a_runner_variant_compiles_for_sm90a(kernel, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     ptx = (tmp_path / "k.ptx").read_text()
     assert f".entry {kernel}(" in ptx
-    if kernel == "stream_gate_up_silu":  # the launcher's ctypes mirror of Params has the kernel's size
-        assert f".b8 {kernel}_param_0[{ctypes.sizeof(stream_gemv._Params)}]" in ptx
+    mirror = {"stream_gate_up_silu": stream_gemv._Params, "cols_gemv_residual": cols_gemv._Params,
+              "cols_lm_head_argmax": cols_gemv._Params}.get(kernel)
+    if mirror is not None:  # the launcher's ctypes mirror of Params has the kernel's size
+        assert f".b8 {kernel}_param_0[{ctypes.sizeof(mirror)}]" in ptx
