@@ -10,7 +10,7 @@ import pytest
 import torch
 from kernel_helpers import DEVICE, HAS_CUDA, poisoned, randn, rel_err
 
-from kernels.decode_attention import AttentionWorkspace, decode_attention, rope_tables
+from kernels.decode_attention import AttentionConfig, AttentionWorkspace, decode_attention, few_split_rows, rope_tables
 from kernels.decode_attention_cols import decode_attention_cols, decode_attention_cols_ref
 
 WIDTHS = [1, 3, 4] if not HAS_CUDA else [1, 8]
@@ -56,3 +56,10 @@ def test_decode_attention_cols_is_the_one_token_kernel_at_each_position(kc, hq, 
         assert torch.equal(out[c], ones[c]), f"column {c}"
     assert int(pos) == p  # the position is the caller's to advance
 
+
+def test_the_few_split_programs_cover_contexts_where_each_takes_one_split():
+    """Up to P x (the split's rows) of context, P programs hold every non-empty split one each: the verify step
+    takes its few-programs graph there (FastVerifier.graph_at), a program per split past it."""
+    assert few_split_rows(AttentionConfig(block_t=64, min_chunk=64, verify_split_programs=11)) == 704
+    assert few_split_rows(AttentionConfig(block_t=64, min_chunk=128, verify_split_programs=4)) == 512
+    assert few_split_rows(AttentionConfig(block_t=64)) == 0  # no split programs: always a program per split
