@@ -110,11 +110,15 @@ def default_config(mode: str, n: int, k: int, dtype: torch.dtype, ncols: int = 1
     return config_for(mode, n, k, ncols)
 
 
+def mma_steps(k: int, sk: int = 1) -> int:
+    """MMA steps (4 chunks, 32 of K) of one CTA of the tensor-core kernel when sk CTAs split K."""
+    return -(-(-(-k // 32)) // sk)
+
+
 def mma_smem(k: int, sk: int = 1) -> int:
     """The tensor-core kernel's shared memory: a CTA's K range (whole MMA steps of 32) of 8 columns, 3 bf16 parts
     (48 bytes per K) and the float4s' sums of squares (8 bytes per K)."""
-    steps = -(-(-(-k // 32)) // sk)
-    return 56 * 32 * steps
+    return 56 * 32 * mma_steps(k, sk)
 
 
 def mma_fits(k: int, sk: int = 1) -> bool:
@@ -167,7 +171,7 @@ def source(mode: str, k: int, cg: int, cfg: Config, wkind: int, norm_kind: int =
     if cfg.mma:
         assert wkind == 0 and mma_fits(k, cfg.SK), "the tensor-core column GEMV takes bf16 weights, K it stages"
         assert cfg.SK == 1 or mode != "lm_head", "the LM head does not split K"
-        per = -(-(-(-(-(-k // 32)) // cfg.SK)) // cfg.WK)
+        per = -(-mma_steps(k, cfg.SK) // cfg.WK)
     else:
         per = -(-(k // 8) // (32 * cfg.WK))
     defines = {"KERNEL_NAME": name, "MODE": m, "KDIM": k, "CG": cg, "R": cfg.R, "WK": cfg.WK, "NW": cfg.NW,

@@ -12,19 +12,14 @@ MODEL=${MODEL:-/tmp/smollm2.gguf}
 source scripts/gpu/lib.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 PYTEST=(-q -p no:cacheprovider -p no:randomly -o addopts="")
-FMA="import sys, kernels.cols_gemv as c; c.default_config = lambda m, n, k, dt: c.config_for(m, n, k)"
-with_fma() {  # with_fma NAME SECONDS MODULE ARGS...: python -m MODULE with the CUDA-core LM head
-  local name=$1 limit=$2 mod=$3; shift 3
-  step "$name" "$limit" python3 -c "$FMA
-import runpy; sys.argv = ['$mod'] + sys.argv[1:]; runpy.run_module('$mod', run_name='__main__')" "$@"
-}
+FMA="import kernels.cols_gemv as c; c.default_config = lambda m, n, k, dt, cols=1: c.config_for(m, n, k, cols)"
 step kernel-tests 120 python3 -m pytest "${PYTEST[@]}" tests/kernels/test_cols_gemv.py
 step spec-tests 150 python3 -m pytest "${PYTEST[@]}" tests/inference/test_speculative_gpu.py
-with_fma verify-fma 60 inference.bench --workload verify --model "$MODEL" --json "$LOG/verify-fma.json"
+step_patched verify-fma 60 "$FMA" inference.bench --workload verify --model "$MODEL" --json "$LOG/verify-fma.json"
 step verify-now 60 python3 -m inference.bench --workload verify --model "$MODEL" --json "$LOG/verify-now.json"
-with_fma edit-fma 60 inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$LOG/edit-fma.json"
+step_patched edit-fma 60 "$FMA" inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$LOG/edit-fma.json"
 step edit-now 60 python3 -m inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$LOG/edit-now.json"
-with_fma edit-fma-again 60 inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1
+step_patched edit-fma-again 60 "$FMA" inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1
 step ncu-mma 90 ncu -k regex:cols_gemv_residual --launch-skip 2 --launch-count 1 --section SourceCounters \
   --section InstructionStats --section WarpStateStats python3 -m lab.ncu_cols --mma
 tar -czf "$OUT/logs.tgz" -C "$OUT" head7

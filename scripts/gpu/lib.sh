@@ -34,3 +34,11 @@ ab_setup() {
   before=(env -C "$BEFORE" PYTHONPATH="$BEFORE$extra")
   PYTEST=(-q -p no:cacheprovider -p no:randomly -o addopts="")
 }
+
+# step_patched NAME SECONDS "PYTHON" MODULE ARGS...: `python -m MODULE ARGS` after running PYTHON (a patch for an
+# A/B in one call: a measurement, not a setting).
+step_patched() {
+  local name=$1 limit=$2 patch=$3 mod=$4; shift 4
+  step "$name" "$limit" python3 -c "$patch
+import runpy, sys; sys.argv = ['$mod'] + sys.argv[1:]; runpy.run_module('$mod', run_name='__main__')" "$@"
+}

@@ -14,21 +14,16 @@ MODEL=${MODEL:-/tmp/smollm2.gguf}
 source scripts/gpu/lib.sh
 nvidia-smi --query-gpu=name --format=csv,noheader
 PYTEST=(-q -p no:cacheprovider -p no:randomly -o addopts="")
-MMA="import sys, torch, kernels.cols_gemv as c; _d = c.default_config
-c.default_config = lambda m, n, k, dt: (c.mma_config_for(m, n, k) if dt == torch.bfloat16 and c.mma_fits(k)
-                                        else _d(m, n, k, dt))"
-with_mma() {  # with_mma NAME SECONDS MODULE ARGS...: python -m MODULE with the tensor-core default
-  local name=$1 limit=$2 mod=$3; shift 3
-  step "$name" "$limit" python3 -c "$MMA
-import runpy; sys.argv = ['$mod'] + sys.argv[1:]; runpy.run_module('$mod', run_name='__main__')" "$@"
-}
+MMA="import torch, kernels.cols_gemv as c; _d = c.default_config
+c.default_config = lambda m, n, k, dt, cols=1: (c.mma_config_for(m, n, k) if dt == torch.bfloat16 and c.mma_fits(k)
+                                                else _d(m, n, k, dt, cols))"
 step kernel-tests 200 python3 -m pytest "${PYTEST[@]}" tests/kernels/test_cols_gemv.py
 step probe 150 python3 -m lab.probe_cols_gemv --shape smollm2-135m ${SWEEP:+--sweep}
 step verify-fma 60 python3 -m inference.bench --workload verify --model "$MODEL" --json "$LOG/verify-fma.json"
-with_mma verify-mma 60 inference.bench --workload verify --model "$MODEL" --json "$LOG/verify-mma.json"
+step_patched verify-mma 60 "$MMA" inference.bench --workload verify --model "$MODEL" --json "$LOG/verify-mma.json"
 step edit-fma 60 python3 -m inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$LOG/edit-fma.json"
-with_mma edit-mma 60 inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$LOG/edit-mma.json"
-with_mma spec-tests-mma 150 pytest "${PYTEST[@]}" tests/inference/test_speculative_gpu.py
+step_patched edit-mma 60 "$MMA" inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$LOG/edit-mma.json"
+step_patched spec-tests-mma 150 "$MMA" pytest "${PYTEST[@]}" tests/inference/test_speculative_gpu.py
 tar -czf "$OUT/logs.tgz" -C "$OUT" mma7
 summary
 grep -hE "FAILED|Error" "$LOG/kernel-tests.log" "$LOG/spec-tests-mma.log" | head -12
