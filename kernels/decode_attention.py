@@ -34,6 +34,11 @@ import triton.language as tl
 from kernels._util import WEIGHT_DTYPES, check_vec, interpreting, pdl_launch_kwargs
 
 LOG2E = 1.4426950408889634
+# Columns of a verify step's launch at most: the size of the window block every launch compiles, the one-token
+# step's too (its column 0 stores no window row), so the plain step and a verify step run one compiled kernel and a
+# column's bits are the one-token step's by construction (a block sized per launch changed the compiled tile loop's
+# bits at 16 columns on an H200: tests/kernels/test_decode_attention_cols.py)
+MAX_COLUMNS = 16
 
 
 @triton.jit
@@ -65,7 +70,8 @@ def _row_sums(s, R: tl.constexpr, D: tl.constexpr):
 @triton.jit
 def _norm_rope(base_ptr, rows, row_mask, d, norm_w_ptr, cos, sin, eps,
                D: tl.constexpr, HALF: tl.constexpr, HAS_NORM: tl.constexpr):
-    """Heads at base_ptr + rows*D: per-head RMSNorm (optional) then rotate_half RoPE. -> [R, D] fp32.
+    """Heads at base_ptr + rows*D: per-head RMSNorm (optional) then rotate_half RoPE. -> [R, D] fp32. cos, sin:
+    [1, D] (every row at one position) or [R, D].
 
     y[i] = x[i]*cos[i] - x[i+HALF]*sin[i],  y[i+HALF] = x[i+HALF]*cos[i] + x[i]*sin[i]
     implemented as y = x*cos[d%HALF] + sign(d) * x[(d+HALF)%D] * sin[d%HALF], one explicit fma, and the
@@ -80,7 +86,7 @@ def _norm_rope(base_ptr, rows, row_mask, d, norm_w_ptr, cos, sin, eps,
         x = x * rstd[:, None] * tl.load(norm_w_ptr + d).to(tl.float32)[None, :]
         xr = xr * rstd[:, None] * tl.load(norm_w_ptr + rot).to(tl.float32)[None, :]
     sign = tl.where(d < HALF, -1.0, 1.0)
-    return tl.fma(x, cos[None, :], (sign * sin)[None, :] * xr)
+    return tl.fma(x, cos, sign[None, :] * sin * xr)
 
 
 @triton.jit
@@ -123,7 +129,8 @@ def _merge(m_ptr, l_ptr, acc_ptr, heads, h_mask, stride, n, G2: tl.constexpr, SB
 #   m2_ws, l2_ws [HQ, NG] fp32; acc2_ws [HQ, NG, D] fp32: the same per group of GS splits
 #   cnt [>= HKV, NG + 1] int32, all 0 on entry and on exit: ticket counters (NG groups + final)
 #   out [HQ * D] fp32
-#   append: 1 to write row pos of the caches here, 0 where kernels.decode_attention_cols wrote it before
+#   WINDOW: MAX_COLUMNS (>= C): column c's programs first store the rows pos-c..pos-1 of their split from those
+#   columns' qkv (the code that appends row pos: the same bits; columns storing a row store the same)
 #   grid (HKV, S, C): axis 2 picks a column c (kernels.decode_attention_cols): the token at pos + c, with its
 #   qkv, out, workspace and counters at column c of [C, ...] buffers; c = 0 is the one-token decode step
 #   SPLIT_PROGRAMS: 0, or the size of grid axis 1 (< S) when its programs take the splits in turn
@@ -131,11 +138,11 @@ def _merge(m_ptr, l_ptr, acc_ptr, heads, h_mask, stride, n, G2: tl.constexpr, SB
 def _attn_kernel(
     qkv_ptr, pos_ptr, k_cache_ptr, v_cache_ptr, cos_ptr, sin_ptr, q_norm_ptr, k_norm_ptr,
     m_ws_ptr, l_ws_ptr, acc_ws_ptr, m2_ws_ptr, l2_ws_ptr, acc2_ws_ptr, cnt_ptr, out_ptr,
-    T_MAX, S, NG, qk_scale, eps, append,
+    T_MAX, S, NG, qk_scale, eps,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, G2: tl.constexpr,
     D: tl.constexpr, BLOCK_T: tl.constexpr, CHUNK_ALIGN: tl.constexpr, MIN_CHUNK: tl.constexpr, GS: tl.constexpr,
     HAS_QK_NORM: tl.constexpr, SPLIT_DOTS: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_PDL: tl.constexpr,
-    SPLIT_PROGRAMS: tl.constexpr,
+    SPLIT_PROGRAMS: tl.constexpr, WINDOW: tl.constexpr,
 ):
     kvh = tl.program_id(0)
     col = tl.program_id(2)  # 0 but in a verify step: the same code for every column
@@ -161,24 +168,25 @@ def _attn_kernel(
         if split < n_active:  # (at short context, most of them are empty)
             _attn_split(qkv_ptr, k_cache_ptr, v_cache_ptr, cos_ptr, sin_ptr, q_norm_ptr, k_norm_ptr,
                         m_ws_ptr, l_ws_ptr, acc_ws_ptr, m2_ws_ptr, l2_ws_ptr, acc2_ws_ptr, cnt_ptr, out_ptr,
-                        T_MAX, S, NG, qk_scale, eps, append, kvh, split, pos, n_ctx, chunk, n_active,
-                        HQ, HKV, G, G_PAD, G2, D, BLOCK_T, GS, HAS_QK_NORM, SPLIT_DOTS, DOT_PRECISION, USE_PDL)
+                        T_MAX, S, NG, qk_scale, eps, kvh, split, col, pos, n_ctx, chunk, n_active,
+                        HQ, HKV, G, G_PAD, G2, D, BLOCK_T, GS, HAS_QK_NORM, SPLIT_DOTS, DOT_PRECISION, USE_PDL, WINDOW)
     else:  # SPLIT_PROGRAMS programs (grid axis 1) take the splits in turn: each split computed as above
         for split in range(tl.program_id(1), n_active, SPLIT_PROGRAMS):
             _attn_split(qkv_ptr, k_cache_ptr, v_cache_ptr, cos_ptr, sin_ptr, q_norm_ptr, k_norm_ptr,
                         m_ws_ptr, l_ws_ptr, acc_ws_ptr, m2_ws_ptr, l2_ws_ptr, acc2_ws_ptr, cnt_ptr, out_ptr,
-                        T_MAX, S, NG, qk_scale, eps, append, kvh, split, pos, n_ctx, chunk, n_active,
-                        HQ, HKV, G, G_PAD, G2, D, BLOCK_T, GS, HAS_QK_NORM, SPLIT_DOTS, DOT_PRECISION, USE_PDL)
+                        T_MAX, S, NG, qk_scale, eps, kvh, split, col, pos, n_ctx, chunk, n_active,
+                        HQ, HKV, G, G_PAD, G2, D, BLOCK_T, GS, HAS_QK_NORM, SPLIT_DOTS, DOT_PRECISION, USE_PDL, WINDOW)
 
 
 @triton.jit
 def _attn_split(
     qkv_ptr, k_cache_ptr, v_cache_ptr, cos_ptr, sin_ptr, q_norm_ptr, k_norm_ptr,
     m_ws_ptr, l_ws_ptr, acc_ws_ptr, m2_ws_ptr, l2_ws_ptr, acc2_ws_ptr, cnt_ptr, out_ptr,
-    T_MAX, S, NG, qk_scale, eps, append, kvh, split, pos, n_ctx, chunk, n_active,
+    T_MAX, S, NG, qk_scale, eps, kvh, split, col, pos, n_ctx, chunk, n_active,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, G2: tl.constexpr,
     D: tl.constexpr, BLOCK_T: tl.constexpr, GS: tl.constexpr,
     HAS_QK_NORM: tl.constexpr, SPLIT_DOTS: tl.constexpr, DOT_PRECISION: tl.constexpr, USE_PDL: tl.constexpr,
+    WINDOW: tl.constexpr,
 ):
     """One split of _attn_kernel (a non-empty one): its rows' partial softmax, the new row where it falls in the
     split, the partial's store and the level-1 / level-2 merges of the last program to finish."""
@@ -193,11 +201,13 @@ def _attn_split(
 
     # Query heads of this group, normed + rotated, pre-scaled by softmax scale * log2(e).
     g = tl.arange(0, G_PAD)
-    q = _norm_rope(qkv_ptr, kvh * G + g, g < G, d, q_norm_ptr, cos, sin, eps, D, HALF, HAS_QK_NORM)
+    q = _norm_rope(qkv_ptr, kvh * G + g, g < G, d, q_norm_ptr, cos[None, :], sin[None, :], eps, D, HALF,
+                   HAS_QK_NORM)
     q = q * qk_scale  # [G_PAD, D]
     # The new token's k (normed + rotated) and v for this kv head.
     one = tl.arange(0, 1)
-    k_new = _norm_rope(qkv_ptr + HQ * D, kvh + one, one < 1, d, k_norm_ptr, cos, sin, eps, D, HALF, HAS_QK_NORM)
+    k_new = _norm_rope(qkv_ptr + HQ * D, kvh + one, one < 1, d, k_norm_ptr, cos[None, :], sin[None, :], eps, D, HALF,
+                       HAS_QK_NORM)
     k_new = tl.reshape(k_new, (D,))
     v_new = tl.load(qkv_ptr + (HQ + HKV + kvh) * D + d).to(tl.float32)  # [D]
 
@@ -208,6 +218,22 @@ def _attn_split(
     if SPLIT_DOTS:  # q = q_hi + q_lo, both in the cache dtype: two 16-bit dots ~ one fp32 dot
         q_hi = q.to(cache_ty)
         q_lo = (q - q_hi.to(tl.float32)).to(cache_ty)
+
+    if WINDOW > 0:  # column col of a verify step: the window's earlier rows in this split, from their columns' qkv
+        wi = tl.arange(0, WINDOW)
+        w_row = pos - col + wi  # rows pos - col .. pos - 1: columns 0 .. col - 1
+        w_in = (wi < col) & (w_row >= start) & (w_row < end_old)
+        w_mask = w_in[:, None]
+        w_head = (w_row - pos) * (HQ + 2 * HKV) + kvh  # the k head of the row's column, in heads from this column's
+        w_rope = w_row[:, None] * HALF + (d % HALF)[None, :]
+        w_cos = tl.load(cos_ptr + w_rope, mask=w_mask, other=0.0)
+        w_sin = tl.load(sin_ptr + w_rope, mask=w_mask, other=0.0)
+        w_k = _norm_rope(qkv_ptr + HQ * D, w_head, w_in, d, k_norm_ptr, w_cos, w_sin, eps, D, HALF, HAS_QK_NORM)
+        w_v = tl.load(qkv_ptr + (w_head + HQ + HKV)[:, None] * D + d[None, :], mask=w_mask, other=0.0)
+        w_off = w_row[:, None] * D + d[None, :]
+        tl.store(k_base + w_off, w_k.to(cache_ty), mask=w_mask)
+        tl.store(v_base + w_off, w_v.to(cache_ty), mask=w_mask)
+        tl.debug_barrier()  # the rows stored before the tiles below read them
 
     m_i = tl.full([G_PAD], float("-inf"), tl.float32)
     l_i = tl.zeros([G_PAD], tl.float32)
@@ -250,8 +276,8 @@ def _attn_split(
     m_i = tl.where(mine, m_new, m_i)
     # Append the new row only after the loop: no program ever reads a row written in this launch
     # (loops stop before row pos), so there is no intra-launch read-after-write.
-    tl.store(k_base + pos * D + d, k_new.to(cache_ty), mask=mine & (d < D) & (append != 0))
-    tl.store(v_base + pos * D + d, v_new.to(cache_ty), mask=mine & (d < D) & (append != 0))
+    tl.store(k_base + pos * D + d, k_new.to(cache_ty), mask=mine & (d < D))
+    tl.store(v_base + pos * D + d, v_new.to(cache_ty), mask=mine & (d < D))
 
     # Partials of non-empty chunks (empty ones are never read: the merges count active splits).
     qh = kvh * G + g
@@ -399,7 +425,7 @@ def decode_attention_with(cfg: AttentionConfig, qkv, pos, k_cache, v_cache, cos,
                           q_norm=None, k_norm=None, eps=1e-6, *, pdl=False, columns: int = 1,
                           split_programs: int = 0) -> torch.Tensor:
     """decode_attention with an explicit launch config (benchmarks and sweeps). columns > 1: the launch of
-    kernels.decode_attention_cols (qkv [C*(Hq+2Hkv)*D], out [C*Hq*D], cache rows pos..pos+C-1 written before).
+    kernels.decode_attention_cols (qkv [C*(Hq+2Hkv)*D], out [C*Hq*D], cache rows pos..pos+C-1 written).
     split_programs (0 < P < S): P programs per kv head and column take the S splits in turn (the same bits)."""
     assert k_cache.dim() == 3 and k_cache.shape == v_cache.shape, "caches must be [Hkv, Tmax, D]"
     assert k_cache.is_contiguous() and v_cache.is_contiguous(), "caches must be contiguous"
@@ -410,7 +436,7 @@ def decode_attention_with(cfg: AttentionConfig, qkv, pos, k_cache, v_cache, cos,
     hq, num_splits = ws.m.shape[-2:]
     assert ws.acc.shape[-3:] == (hq, num_splits, d) and hq % hkv == 0, "workspace does not match the heads"
     g = hq // hkv
-    assert 1 <= columns <= ws.columns, "the workspace has too few columns"
+    assert 1 <= columns <= min(ws.columns, MAX_COLUMNS), f"1..{MAX_COLUMNS} columns, no more than the workspace's"
     check_vec(qkv, columns * (hq + 2 * hkv) * d, "qkv")
     check_vec(out, columns * hq * d, "out")
     assert pos.shape == (1,) and pos.dtype == torch.int32, "pos must be an int32 tensor of shape [1]"
@@ -429,12 +455,12 @@ def decode_attention_with(cfg: AttentionConfig, qkv, pos, k_cache, v_cache, cos,
         qkv, pos, k_cache, v_cache, cos, sin,
         q_norm if q_norm is not None else cos, k_norm if k_norm is not None else cos,
         ws.m, ws.l, ws.acc, ws.m2, ws.l2, ws.acc2, ws.tickets, out,
-        t_max, num_splits, ws.num_groups, scale * LOG2E, eps, int(columns == 1),
+        t_max, num_splits, ws.num_groups, scale * LOG2E, eps,
         HQ=hq, HKV=hkv, G=g, G_PAD=max(16, triton.next_power_of_2(g)), G2=triton.next_power_of_2(g), D=d,
         BLOCK_T=cfg.block_t, CHUNK_ALIGN=cfg.chunk_align or cfg.block_t, MIN_CHUNK=max(cfg.min_chunk, cfg.block_t),
         GS=ws.group,
         HAS_QK_NORM=q_norm is not None, SPLIT_DOTS=split_dots, DOT_PRECISION=precision, USE_PDL=pdl,
-        SPLIT_PROGRAMS=programs, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        SPLIT_PROGRAMS=programs, WINDOW=MAX_COLUMNS, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
         **pdl_launch_kwargs(pdl, qkv.device),
     )
     return out

@@ -5,7 +5,7 @@
         [--min-chunks 64,128,256,512]
 
 For each context and split count S: us per launch of decode_attention (one token) and of
-decode_attention_cols at 2, 4, 8 columns (its K/V rows kernel included), 24 launches back to back in one CUDA
+decode_attention_cols at 2, 4, 8 columns (the window rows computed in the launch), 24 launches back to back in one CUDA
 graph, PDL on. A verify step's attention must use its plain steps' S (the order of the sums), so S is a choice
 for both. Not a test.
 """

@@ -13,7 +13,7 @@ from kernel_helpers import DEVICE, HAS_CUDA, poisoned, randn, rel_err
 from kernels.decode_attention import AttentionConfig, AttentionWorkspace, decode_attention, few_split_rows, rope_tables
 from kernels.decode_attention_cols import decode_attention_cols, decode_attention_cols_ref
 
-WIDTHS = [1, 3, 4] if not HAS_CUDA else [1, 8]
+WIDTHS = [1, 3, 4] if not HAS_CUDA else [1, 8, 16]
 
 
 
