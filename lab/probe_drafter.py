@@ -10,11 +10,12 @@ tokens per forward, and the speedup a verify step costing `c` plain steps would 
 
     python -m lab.probe_drafter [--device cuda] [--tokens 192] [--save runs.json | --load runs.json]
         [--costs 1.25,2,3] [--configs "7,2,4;7,1,4;7,2,8;7,3,8;15,2,4;15,2,8"]
-        [--lags 8,4,2 --bucket-costs 1.18,1.34,1.77]
+        [--lags 8,4,2 --bucket-costs 1.18,1.34,1.77[,2.4]]
 (--save keeps the prompts' ids and greedy outputs, --load replays settings over them without a model.)
 --lags: the decode loop itself (inference.speculative.decode.speculative_tokens, chaining on) over the outputs with
 a runner that answers from them, for each count of plain steps in flight: device time in plain steps, a verify
-step of 2 / 4 / 8 columns costing --bucket-costs (the verify bench's ratios), no host time.
+step of 2 / 4 / 8 (/ 16) columns costing --bucket-costs (the verify bench's ratios), no host time; the runner's
+width is the widest bucket given.
 
 Configs are max_draft,min_match,max_match. The GPU's verify step pads a draft to 2, 4 or 8 columns, so at
 most 7 drafted tokens there.
@@ -59,11 +60,11 @@ def simulate(prompt_ids: list[int], output: list[int], cfg: DraftConfig) -> dict
 class ReplayRunner:
     """A runner whose steps and verify steps answer from a known greedy output (output[0] is the prefill's), and
     that adds up device time: 1 per plain step, bucket_costs[b] per verify step of b columns."""
-    max_draft = 7
     can_chain = True
 
     def __init__(self, output: list[int], bucket_costs: dict[int, float]):
         self.out, self.pos, self.time, self.costs = output, 1, 0.0, bucket_costs
+        self.max_draft = max(bucket_costs) - 1
 
     def step(self) -> int:
         tok = self.out[self.pos] if self.pos < len(self.out) else 0
@@ -124,7 +125,7 @@ def main(argv=None):
     p.add_argument("--costs", default="1.25,2,3", help="verify-step costs in plain steps, for the speedup columns")
     p.add_argument("--configs", default="7,2,4;7,1,4;7,2,8;7,3,8;15,2,4;15,2,8")
     p.add_argument("--lags", default="", help="plain steps in flight for the decode-loop replay (e.g. 8,4,2)")
-    p.add_argument("--bucket-costs", default="1.18,1.34,1.77", help="verify steps of 2, 4, 8 columns in plain steps")
+    p.add_argument("--bucket-costs", default="1.18,1.34,1.77", help="verify steps of 2, 4, 8 (, 16) columns in plain steps")
     args = p.parse_args(argv)
 
     if args.load:
@@ -141,7 +142,7 @@ def main(argv=None):
     print("| max_draft, min_match, max_match | verify steps | plain steps | accepted / verify | tokens / forward | "
           + " | ".join(f"speedup @ verify = {c:g} steps" for c in costs) + " |")
     print("|---|---:|---:|---:|---:|" + "---:|" * len(costs))
-    for spec in args.configs.split(";"):
+    for spec in filter(None, args.configs.split(";")):
         k, lo, hi = (int(x) for x in spec.split(","))
         cfg = DraftConfig(max_draft=k, min_match=lo, max_match=hi)
         tot = {"plain": 0, "verify": 0, "accepted": 0, "drafted": 0, "tokens": 0}
@@ -154,8 +155,8 @@ def main(argv=None):
         print(f"| {k}, {lo}, {hi} | {tot['verify']} | {tot['plain']} | {apv:.2f} | {tot['tokens'] / fwd:.2f} | "
               + " | ".join(f"{s:.2f}x" for s in speed) + " |")
     if args.lags:
-        costs3 = dict(zip((2, 4, 8), (float(c) for c in args.bucket_costs.split(","))))
-        print(f"\nthe decode loop (7, 2, 4), verify steps of 2 / 4 / 8 columns = {args.bucket_costs} plain steps")
+        costs3 = dict(zip((2, 4, 8, 16), (float(c) for c in args.bucket_costs.split(","))))
+        print(f"\nthe decode loop (7, 2, 4), verify steps of 2 / 4 / 8 / 16 columns = {args.bucket_costs} plain steps")
         print("| plain steps in flight | speedup (device time) | per prompt |")
         print("|---:|---:|---|")
         for lag in (int(x) for x in args.lags.split(",")):

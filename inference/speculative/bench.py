@@ -135,7 +135,7 @@ def edit_main(args, engine) -> dict:
     return result
 
 
-def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8), families=("triton", "mma", "cols")) -> dict:
+def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8, 16), families=("triton", "mma", "cols")) -> dict:
     import torch
 
     with torch.inference_mode():

@@ -6,11 +6,14 @@ matches earlier text it stops issuing, reads the steps in flight, and if the dra
 draft runs one verify step (`runner.verify_async(draft)()`: the last token and the k drafted ones in
 one forward; the call launches it, the returned callable waits for the accepted prefix plus the model's
 own next token). Before a verify step's tokens go to the caller, the next verify step (drafted from
-them) or the next plain steps are launched, so the device does not wait for the caller. The caller consumes the
+them) or the next plain steps are launched, and a verify step after plain steps is launched before the last of
+their tokens goes to the caller, so the device does not wait for the caller. The caller consumes the
 tokens one by one, so EOS, stop strings, max_tokens and cancellation act exactly as without
 speculation; tokens past the point where it stops are discarded like the plain loop's overshoot.
 
-While verify steps accept whole drafts (CHAIN_AFTER in a row), the next one is chained behind the one in flight (`chain`, runners
+Drafts are short (DraftConfig.short_draft: a verify step of 8 columns) unless the verify step before accepted its
+whole draft (then up to the runner's width: 16 columns on the fast path). While verify steps accept whole drafts
+(CHAIN_AFTER in a row), the next one is chained behind the one in flight (`chain`, runners
 with `can_chain`): drafted from the match's continuation past the draft in flight and its guessed next token,
 launched before that one's result is read, so the device does not wait for the host between them. A chained
 step runs from the state the step before it leaves, so its result is exact whatever it was drafted from; where
@@ -18,8 +21,9 @@ the guess was wrong it accepts little, and the chain stops until a draft holds e
 
 Whether a verify step pays is measured as the run goes (`Payoff`): host-clock seconds per plain
 token (between reads, so including the caller's time for it) and per verify step (launch to result,
-overlapping the caller's time for the previous step's tokens) and the tokens a verify step yields; where drafting would not pay (a verify step costs more plain steps than it yields
-tokens, e.g. on a launch-bound small model) the drafter is told a miss and stays quiet.
+overlapping the caller's time for the previous step's tokens) and the tokens a verify step yields; where
+drafting would not pay (a verify step costs more plain steps than it yields tokens, e.g. on a launch-bound small
+model) the drafter is told a miss and stays quiet, and the next draft goes through as a probe.
 
 Greedy only (the runner's argmax decides what is accepted): the engine keeps sampled requests on
 the plain loop.
@@ -50,7 +54,11 @@ class SpecStats:
 
 
 class Payoff:
-    """Host-clock costs of this run's plain tokens and verify steps; `pays()` while unknown."""
+    """Host-clock costs of this run's plain tokens and verify steps; `pays()` while unknown. A draft turned down
+    is followed by one let through whatever the costs say (a probe): only verify steps update the tokens they
+    yield, so without probes a few bad ones early (an explanation before the code) would end drafting for the
+    rest of the run (one of the edit prompts: 1.03x; its replay with probes 1.18x). The drafter's back-off after
+    each turned-down draft spaces the probes out."""
 
     ALPHA = 0.3  # weight of the latest verify step in the tokens-per-verify average
 
@@ -58,6 +66,7 @@ class Payoff:
         self.plain_s = self.verify_s = 0.0
         self.plain_n = self.verify_n = 0
         self.tokens = 0.0
+        self.declined = False  # the last draft was turned down: let the next one through
 
     def plain(self, seconds: float):
         self.plain_s += seconds
@@ -69,9 +78,11 @@ class Payoff:
         self.tokens = tokens if self.verify_n == 1 else self.ALPHA * tokens + (1 - self.ALPHA) * self.tokens
 
     def pays(self) -> bool:
-        if not (self.plain_n and self.verify_n):
+        if not (self.plain_n and self.verify_n) or self.declined:
+            self.declined = False
             return True
-        return self.tokens * self.plain_s / self.plain_n >= self.verify_s / self.verify_n
+        self.declined = self.tokens * self.plain_s / self.plain_n < self.verify_s / self.verify_n
+        return not self.declined
 
 
 def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: int, read: Callable[[object], int],
@@ -98,7 +109,8 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
     landed = None  # `done` when a verify step last accepted a token
 
     def draft_now() -> list[int]:
-        draft = drafter.propose(limit=min(most, max_tokens - issued - 1))
+        width = most if streak else min(most, drafter.cfg.short_draft)  # long drafts while whole drafts hold
+        draft = drafter.propose(limit=min(width, max_tokens - issued - 1))
         if draft and payoff is not None and not payoff.pays():
             drafter.feedback(len(draft), 0)  # would not pay: quiet, as after a miss
             return []
@@ -159,7 +171,7 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
                     if full:  # the last draft held entirely: guess on
                         ahead = chain(nxt)
                 else:
-                    drafting = False
+                    drafting, streak = False, 0
                     issue_plain()
             for t in out:
                 done += 1
@@ -168,8 +180,8 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
                     return
             t_read = None
             continue
-        if not pending:  # every token is on the host: the tail is known
-            if drafting:
+        if not pending:  # every token is on the host (after a cancel: the work is launched below otherwise)
+            if drafting and not cancelled():
                 draft = draft_now()
                 if draft:
                     inflight = (runner.verify_async(draft), draft, time.perf_counter(), False)
@@ -183,7 +195,15 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
             payoff.plain(now - t_read)
         drafter.append(token)
         done += 1
-        yield token
-        t_read = now
         if not drafting and drafter.ready():
             drafting = True
+        if drafting and not pending and done < max_tokens and not cancelled():
+            # the tail is known: the device gets its next work before the token goes to the caller
+            draft = draft_now()
+            if draft:
+                inflight = (runner.verify_async(draft), draft, time.perf_counter(), False)
+            else:
+                drafting, streak = False, 0
+                issue_plain()
+        yield token
+        t_read = now

@@ -1,6 +1,6 @@
 """The fast path's verify step: the last token + up to `width - 1` drafted ones, over the DECODE kernels.
 
-A verify step of KC tokens (a draft-width bucket: 2, 4 or 8) runs the decode step's layer loop on KC columns:
+A verify step of KC tokens (a draft-width bucket: 2, 4, 8 or 16) runs the decode step's layer loop on KC columns:
 every weight tile is read once for the KC columns, and column c computes, bit for bit, what the plain decode
 step of a speculating run computes at position pos + c. Three families of GEMVs (`gemv`: the tuning row's,
 inference.fast.plan.plain_gemv; FastRunner.speculative_kernels):
@@ -45,7 +45,8 @@ from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols
 from kernels.lm_head_mma_cols import lm_head_argmax_mma, mma_scratch
 from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols
 
-BUCKETS = (2, 4, 8)  # tokens per verify step (the last one + up to 7 drafted); small: a column costs registers
+# tokens per verify step (the last one + up to 15 drafted; 16 only after a whole draft held: DraftConfig.short_draft)
+BUCKETS = (2, 4, 8, 16)
 SLOTS = 2  # verify steps in flight at once (inference.speculative.decode chains one behind another)
 GEMVS = ("triton", "mma", "cols")
 

@@ -38,7 +38,8 @@ def test_drafter_needs_min_match_tokens_and_respects_limits():
     d.append(2)
     assert d.ready() and d.propose() == [3, 4, 1, 2, 3, 4, 1, 2]  # the copy runs into the tail: it repeats
     assert d.propose(limit=2) == [3, 4]
-    assert PromptLookupDrafter([1, 2, 3, 4, 1], DraftConfig(min_match=1)).propose() == [2, 3, 4, 1, 2, 3, 4, 1]
+    one = PromptLookupDrafter([1, 2, 3, 4, 1], DraftConfig(max_draft=8, min_match=1))
+    assert one.propose() == [2, 3, 4, 1, 2, 3, 4, 1]
 
 
 def test_a_loop_in_the_output_gets_whole_drafts():
@@ -98,6 +99,12 @@ def test_payoff_drafts_until_verify_steps_cost_more_than_the_tokens_they_yield()
     for _ in range(5):
         p.verify(0.002, 1)  # then 1 token per verify step costing 2 plain steps
     assert not p.pays()
+    assert p.pays(), "a draft turned down is followed by a probe: only verify steps can show drafts pay again"
+    assert not p.pays()  # no verify step since: turned down again
+    p.pays()
+    for _ in range(5):
+        p.verify(0.002, 4)  # the probes found drafts that pay
+    assert p.pays() and p.pays()
 
 
 class _Replay:
@@ -244,6 +251,58 @@ def test_the_device_gets_its_next_work_before_a_verify_steps_tokens_are_handed_o
         after = [e for e in log[i + 1:] if e != "result"]
         if "launch" in after or "step" in after:
             assert after[0] in ("launch", "step"), log[i:i + 6]
+
+
+def test_a_verify_step_after_plain_steps_goes_out_before_the_last_plain_token_is_handed_over():
+    """When the tail read back starts to match, the plain steps in flight are read, and the verify step drafted
+    from the full tail is launched before that last token goes to the caller (the device does not wait for the
+    caller's time for it); after a verify step, the next launch also precedes its tokens."""
+    prompt = list(range(10, 40))
+    output = [5, 6, 7, 8] + list(range(12, 40)) + [9, 3, 4, 2, 1] + list(range(20, 30))
+    runner, log = _Replay(output), []
+    step, verify_async = runner.step, runner.verify_async
+
+    def launch(draft, ahead_of=0):
+        log.append("launch")
+        result = verify_async(draft, ahead_of)
+        return lambda: log.append("result") or result()
+
+    runner.step, runner.verify_async = (lambda: log.append("step") or step()), launch
+    drafter = PromptLookupDrafter(prompt, DraftConfig(cost_aware=False))
+    got = []
+    for t in speculative_tokens(runner, output[0], drafter, len(output), lambda t: log.append("read") or t,
+                                SpecStats(), lambda: False, lag=4):
+        got.append(t)
+        log.append("token")
+    assert got == output
+    before = [max(j for j in range(i) if log[j] in ("read", "result", "token"))
+              for i, e in enumerate(log) if e == "launch"]
+    assert [log[j] for j in before].count("read") >= 2, log  # verify steps right after plain tokens
+    assert all(log[j] != "token" for j in before), log
+
+
+def test_drafts_are_short_until_a_whole_draft_holds_then_as_wide_as_the_runner():
+    """DraftConfig.short_draft tokens (a verify step of 8 columns) unless the verify step before accepted its whole
+    draft; then the runner's width (16 columns: 15 drafted)."""
+    prompt = list(range(100, 160))
+    output = [5, 6] + list(range(102, 125)) + [7] + list(range(126, 160))  # a copy, one token changed
+    runner, steps = _Replay(output), []
+    runner.max_draft = 15
+    verify_async = runner.verify_async
+
+    def logged(draft, ahead_of=0):
+        out = verify_async(draft, ahead_of)()
+        steps.append((len(draft), len(out) - 1))  # (drafted, accepted)
+        return lambda: out
+
+    runner.verify_async = logged
+    drafter = PromptLookupDrafter(prompt, DraftConfig(cost_aware=False))
+    got = list(speculative_tokens(runner, output[0], drafter, len(output), int, SpecStats(), lambda: False, lag=2))
+    assert got == output
+    assert steps[0][0] == 7, steps
+    for (drafted, accepted), (nxt, _) in zip(steps, steps[1:]):
+        assert nxt == (15 if accepted == drafted else 7) or nxt < 7, steps  # (< 7: the output's end)
+    assert (15, 12) in steps, steps  # a long draft cut short by the changed token
 
 
 class ChainingOracle(OracleDrafter):

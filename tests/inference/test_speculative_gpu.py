@@ -64,11 +64,12 @@ def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_p
                                         ("qwen3-1.7b", "mma"), ("qwen2.5-coder-1.5b", "cols"), ("qwen3-1.7b", "cols")])
 def test_a_verify_step_computes_the_plain_steps_logits_and_cache_rows_bit_for_bit(tmp_path_factory, shape, gemv):
     from inference.sampling import SamplingParams
+    from inference.speculative.fast_verify import BUCKETS
 
     e = engine_for(tmp_path_factory, shape, "bfloat16", gemv=gemv)
     runner = e.runner
     prompt = REPEATING[:100]
-    for kc in (2, 4, 8):
+    for kc in BUCKETS:
         runner.start(prompt, SamplingParams(max_tokens=40, ignore_eos=True))
         p = runner.host_pos
         tokens, logits = [], []
