@@ -6,11 +6,8 @@
 # Usage: OUT=... BUDGET=400 bash scripts/gpu/check8.sh   logs: $OUT/check8/
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/check8"); mkdir -p "$LOG"
-export PYTHONUNBUFFERED=1
 source scripts/gpu/lib.sh
-ab_setup
-nvidia-smi --query-gpu=name --format=csv,noheader
+window check8
 step tests 240 "${now[@]}" python3 -m pytest "${PYTEST[@]}" tests/inference/test_speculative_gpu.py
 W=/tmp/wide16; rm -rf "$W"; mkdir -p "$W"; cp -r inference kernels tests pyproject.toml "$W"/
 sed -i 's/else \[1, 8\]$/else [1, 8, 16]/' "$W/tests/kernels/test_decode_attention_cols.py" "$W/tests/kernels/test_cols_kernels.py"

@@ -6,15 +6,11 @@
 # Usage: OUT=... MODEL=/tmp/smollm2.gguf BEFORE=.before BUDGET=400 bash scripts/gpu/final8.sh   logs: $OUT/final8/
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/final8"); mkdir -p "$LOG"
-export PYTHONUNBUFFERED=1
-MODEL=${MODEL:-/tmp/smollm2.gguf}
 source scripts/gpu/lib.sh
-ab_setup
+window final8
 EIGHT="from inference.speculative.fast_verify import FastVerifier; FastVerifier.for_runner.__func__.__defaults__ = ((2, 4, 8),)"
 EDIT=(--workload edit --model "$MODEL" --tokens 192 --repeats 1)
 DECODE=(--model "$MODEL" --tokens 256 --context 512 --ttft 128)
-nvidia-smi --query-gpu=name --format=csv,noheader
 step edit-before 50 "${before[@]}" python3 -m inference.bench "${EDIT[@]}"
 step edit-now 50 "${now[@]}" python3 -m inference.bench "${EDIT[@]}"
 step_patched edit-now8 50 "$EIGHT" inference.bench "${EDIT[@]}"

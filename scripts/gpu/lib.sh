@@ -24,6 +24,16 @@ summary() {
   printf '%s\n' "${summary_lines[@]}"
 }
 
+# window NAME: a device window's start (after `cd` to the repo root and sourcing this file): LOG=$OUT/NAME (made),
+# MODEL (default /tmp/smollm2.gguf), unbuffered python, the A/B prefixes (ab_setup), the GPU's name.
+window() {
+  OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/$1"); mkdir -p "$LOG"
+  export PYTHONUNBUFFERED=1
+  MODEL=${MODEL:-/tmp/smollm2.gguf}
+  ab_setup
+  nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || true
+}
+
 # A/B scripts: `before` / `now` command prefixes that run python from the tree in $BEFORE (`git archive <rev>
 # inference kernels`, default .before) and from this one, each from inside itself (python -m puts the working
 # directory first; `step` runs its command under timeout, so no shell functions). Also PYTEST's quiet options.

@@ -7,14 +7,10 @@
 # Usage: OUT=... MODEL=/tmp/smollm2.gguf BEFORE=.before MID=.mid BUDGET=520 bash scripts/gpu/loop8.sh   logs: $OUT/loop8/
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/loop8"); mkdir -p "$LOG"
-export PYTHONUNBUFFERED=1
-MODEL=${MODEL:-/tmp/smollm2.gguf}
 source scripts/gpu/lib.sh
-ab_setup
+window loop8
 MID=$(realpath "${MID:-.mid}")
 mid=(env -C "$MID" PYTHONPATH="$MID${PYTHONPATH:+:$PYTHONPATH}")
-nvidia-smi --query-gpu=name --format=csv,noheader
 step tests 200 "${now[@]}" python3 -m pytest "${PYTEST[@]}" tests/kernels/test_decode_attention_cols.py \
   tests/kernels/test_decode_attention.py tests/inference/test_speculative_gpu.py
 step verify-before 60 "${before[@]}" python3 -m inference.bench --workload verify --model "$MODEL"

@@ -6,14 +6,10 @@
 # Usage: OUT=... MODEL=/tmp/smollm2.gguf BEFORE=.before BUDGET=560 bash scripts/gpu/wide8.sh   logs: $OUT/wide8/
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/wide8"); mkdir -p "$LOG"
-export PYTHONUNBUFFERED=1
-MODEL=${MODEL:-/tmp/smollm2.gguf}
 source scripts/gpu/lib.sh
-ab_setup
+window wide8
 EIGHT="from inference.speculative.fast_verify import FastVerifier; FastVerifier.for_runner.__func__.__defaults__ = ((2, 4, 8),)"
 EDIT=(--workload edit --model "$MODEL" --tokens 192 --repeats 1)
-nvidia-smi --query-gpu=name --format=csv,noheader
 step verify-now 90 "${now[@]}" python3 -m inference.bench --workload verify --model "$MODEL"
 for r in 1 2; do
   step "edit-before-$r" 60 "${before[@]}" python3 -m inference.bench "${EDIT[@]}"
