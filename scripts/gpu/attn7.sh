@@ -7,12 +7,8 @@
 # Usage: OUT=... MODEL=/tmp/smollm2.gguf BEFORE=.before BUDGET=500 bash scripts/gpu/attn7.sh   logs: $OUT/attn7/
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/attn7"); mkdir -p "$LOG"
-export PYTHONUNBUFFERED=1
-MODEL=${MODEL:-/tmp/smollm2.gguf}
 source scripts/gpu/lib.sh
-ab_setup
-nvidia-smi --query-gpu=name --format=csv,noheader
+window attn7
 step tests 200 "${now[@]}" python3 -m pytest "${PYTEST[@]}" tests/kernels/test_decode_attention_cols.py \
   tests/kernels/test_decode_attention.py tests/inference/test_speculative_gpu.py
 step verify-before 60 "${before[@]}" python3 -m inference.bench --workload verify --model "$MODEL" --json "$LOG/verify-before.json"

@@ -7,12 +7,8 @@
 # Usage: OUT=... MODEL=/tmp/smollm2.gguf BEFORE=.before BUDGET=500 bash scripts/gpu/count7.sh   logs: $OUT/count7/
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/count7"); mkdir -p "$LOG"
-export PYTHONUNBUFFERED=1
-MODEL=${MODEL:-/tmp/smollm2.gguf}
 source scripts/gpu/lib.sh
-ab_setup
-nvidia-smi --query-gpu=name --format=csv,noheader
+window count7
 step kernel-tests 120 "${now[@]}" python3 -m pytest "${PYTEST[@]}" tests/kernels/test_cols_gemv.py
 step spec-tests 150 "${now[@]}" python3 -m pytest "${PYTEST[@]}" tests/inference/test_speculative_gpu.py
 step verify-before 60 "${before[@]}" python3 -m inference.bench --workload verify --model "$MODEL" --json "$LOG/verify-before.json"

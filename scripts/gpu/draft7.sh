@@ -7,12 +7,8 @@
 # Usage: OUT=... MODEL=/tmp/smollm2.gguf BEFORE=.before BUDGET=500 bash scripts/gpu/draft7.sh   logs: $OUT/draft7/
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/draft7"); mkdir -p "$LOG"
-export PYTHONUNBUFFERED=1
-MODEL=${MODEL:-/tmp/smollm2.gguf}
 source scripts/gpu/lib.sh
-ab_setup
-nvidia-smi --query-gpu=name --format=csv,noheader
+window draft7
 step spec-tests 150 "${now[@]}" python3 -m pytest "${PYTEST[@]}" tests/inference/test_speculative_gpu.py
 step edit-before 60 "${before[@]}" python3 -m inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$LOG/edit-before.json"
 step edit-now 60 "${now[@]}" python3 -m inference.bench --workload edit --model "$MODEL" --tokens 192 --repeats 1 --json "$LOG/edit-now.json"

@@ -6,12 +6,9 @@
 # Usage: OUT=... MODEL=/tmp/smollm2.gguf BUDGET=500 bash scripts/gpu/head7.sh     logs: $OUT/head7/ + $OUT/logs.tgz
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/head7"); mkdir -p "$LOG"
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-MODEL=${MODEL:-/tmp/smollm2.gguf}
 source scripts/gpu/lib.sh
-nvidia-smi --query-gpu=name --format=csv,noheader
-PYTEST=(-q -p no:cacheprovider -p no:randomly -o addopts="")
+window head7
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 FMA="import kernels.cols_gemv as c; c.default_config = lambda m, n, k, dt, cols=1: c.config_for(m, n, k, cols)"
 step kernel-tests 120 python3 -m pytest "${PYTEST[@]}" tests/kernels/test_cols_gemv.py
 step spec-tests 150 python3 -m pytest "${PYTEST[@]}" tests/inference/test_speculative_gpu.py

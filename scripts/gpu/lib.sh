@@ -39,7 +39,7 @@ window() {
 # directory first; `step` runs its command under timeout, so no shell functions). Also PYTEST's quiet options.
 ab_setup() {
   local extra=${PYTHONPATH:+:$PYTHONPATH}
-  BEFORE=$(realpath "${BEFORE:-.before}")
+  BEFORE=$(realpath -m "${BEFORE:-.before}")
   now=(env -C "$PWD" PYTHONPATH="$PWD$extra")
   before=(env -C "$BEFORE" PYTHONPATH="$BEFORE$extra")
   PYTEST=(-q -p no:cacheprovider -p no:randomly -o addopts="")

@@ -8,12 +8,9 @@
 # Usage: OUT=... MODEL=/tmp/smollm2.gguf BUDGET=500 bash scripts/gpu/mma7.sh     logs: $OUT/mma7/ + $OUT/logs.tgz
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out}; LOG=$(realpath -m "$OUT/mma7"); mkdir -p "$LOG"
-export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
-MODEL=${MODEL:-/tmp/smollm2.gguf}
 source scripts/gpu/lib.sh
-nvidia-smi --query-gpu=name --format=csv,noheader
-PYTEST=(-q -p no:cacheprovider -p no:randomly -o addopts="")
+window mma7
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 MMA="import torch, kernels.cols_gemv as c; _d = c.default_config
 c.default_config = lambda m, n, k, dt, cols=1: (c.mma_config_for(m, n, k) if dt == torch.bfloat16 and c.mma_fits(k)
                                                 else _d(m, n, k, dt, cols))"
