@@ -70,6 +70,8 @@ def main(argv=None):
     p.add_argument("--tokens", type=int, default=192)
     p.add_argument("--off", action="store_true", help="also run the prompts with speculation off")
     args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        p.error("needs a CUDA GPU (the timeline is CUDA timing events)")
 
     from inference.engine import Engine
     from inference.prompts import Prompt
