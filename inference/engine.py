@@ -248,7 +248,7 @@ class Engine:
         spec_stats = SpecStats()
         if spec:
             drafter = PromptLookupDrafter(ids, self.draft_config)
-            source = speculative_tokens(self.runner, first, drafter, params.max_tokens, _read_token, spec_stats,
+            source = speculative_tokens(self.runner, _on_host(first), drafter, params.max_tokens, _read_token, spec_stats,
                                         lambda: _is_set(cancel), _lag(self.runner.device))
         else:
             timer.push(first)
@@ -348,6 +348,17 @@ def _read_logprobs(token: int, pending: tuple) -> TokenLogprob:
     values = values.tolist()
     k = (len(values) - 1) // 2
     return TokenLogprob(token, values[0], [(int(i), lp) for lp, i in zip(values[1:1 + k], values[1 + k:])])
+
+
+def _on_host(token: torch.Tensor) -> torch.Tensor:
+    """runner.start's token as a pinned host slot its copy fills (-1 until then), for _read_token: reading a device
+    token (.item()) would wait for every step launched after it too (the speculative loop launches its plain steps
+    before it reads the first token: with 8 in flight the first token reached the caller ~7 steps late)."""
+    if token.device.type != "cuda":
+        return token
+    host = torch.full((1,), -1, dtype=torch.int64, pin_memory=True)
+    host.copy_(token.view(-1)[:1], non_blocking=True)
+    return host
 
 
 def _read_token(token: torch.Tensor) -> int:
