@@ -73,7 +73,10 @@ def run_one(engine, prompt, mode: str, max_tokens: int) -> dict:
     for ev in events:
         if isinstance(ev, FinishEvent):
             s = ev.stats
-            return {"ids": ids, "tokens": s.generated_tokens, "s": s.decode_ms / 1000 if s.decode_ms else 0.0,
+            # the seconds the run's rate implies for all its tokens after the first (off: decode_tok_s is the device
+            # timer's rate over the tokens it timed, which may end before the last: decode_ms alone would be short)
+            secs = (s.generated_tokens - 1) / s.decode_tok_s if s.decode_tok_s else 0.0
+            return {"ids": ids, "tokens": s.generated_tokens, "s": secs,
                     "effective_tok_s": s.effective_tok_s, "drafted": s.drafted, "accepted": s.accepted,
                     "verify_steps": s.verify_steps}
         ids.extend(ev.token_ids)
@@ -119,15 +122,20 @@ def edit_main(args, engine) -> dict:
           f"{engine.info['runner']} on {engine.info['device']} {engine.info['dtype']}, greedy, max {args.tokens} tokens, "
           f"Python {sys.version.split()[0]} sources")
     print("off: plain decode, default kernels; on: speculation (Triton kernels); plain: plain decode on the Triton "
-          "kernels; identical: on == plain token for token (== off: the same text as the default kernels')")
+          "kernels; identical: on == plain token for token (== off: the same text as the default kernels'); tok/s: "
+          "tokens after the first over the span from the first to the last (off: the engine's device timer, which gives "
+          "plain decode its higher figure; on, plain: the host's clock)")
     print("| prompt | tokens | off tok/s | on tok/s | plain tok/s | on/off | accepted/verify | identical | == off |")
     print("|---|---:|---:|---:|---:|---:|---:|:-:|:-:|")
+    def rate(run):  # the rate the totals add up (GenerationStats.decode_ms: off's is the device timer's)
+        return (run["tokens"] - 1) / run["s"] if run["s"] else 0.0
+
     for name, r in result.items():
         for row in r["rows"]:
             on, off, plain = row["on"], row["off"], row["plain"]
             apv = on["accepted"] / on["verify_steps"] if on["verify_steps"] else 0.0
-            print(f"| {row['name']} | {on['tokens']} | {off['effective_tok_s']:.0f} | {on['effective_tok_s']:.0f} | "
-                  f"{plain['effective_tok_s']:.0f} | {on['effective_tok_s'] / off['effective_tok_s']:.2f}x | {apv:.2f} | "
+            print(f"| {row['name']} | {on['tokens']} | {rate(off):.0f} | {rate(on):.0f} | "
+                  f"{rate(plain):.0f} | {rate(on) / rate(off) if rate(off) else 0.0:.2f}x | {apv:.2f} | "
                   f"{'yes' if row['identical'] else 'NO'} | {'yes' if row['same_as_off'] else 'no'} |")
         print(f"| **{name} (all)** | | **{r['off_tok_s']:.0f}** | **{r['on_tok_s']:.0f}** | {r['plain_tok_s']:.0f} | "
               f"**{r['on_tok_s'] / r['off_tok_s']:.2f}x** | {r['accepted_per_verify']:.2f} | "
@@ -202,7 +210,8 @@ def _verify_cost(engine, context: int, iters: int, widths, families) -> dict:
 
 def verify_main(args, engine) -> dict:
     r = verify_cost(engine, args.context)
-    print(f"\n{args.shape} (random weights), {engine.info['dtype']}, context {args.context}: one-token step on the "
+    weights = "random weights" if engine.info["random_weights"] else "real weights"
+    print(f"\n{engine.info['model']} ({weights}), {engine.info['dtype']}, context {args.context}: one-token step on the "
           f"default kernels {r['default_kernels']} {r['default_step_us']:.1f} us")
     print("| speculation's GEMVs | one-token step us (kernels) | tokens per verify step | verify graph us "
           "| vs its one-token step | vs default step | verify call (host wait) us |")
