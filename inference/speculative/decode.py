@@ -86,16 +86,17 @@ class Payoff:
 
 
 def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: int, read: Callable[[object], int],
-                       stats: SpecStats, cancelled: Callable[[], bool], lag: int) -> Iterator[int]:
+                       stats: SpecStats, cancelled: Callable[[], bool], lag: int,
+                       clock: Callable[[], float] = time.perf_counter) -> Iterator[int]:
     """Yield generated token ids (the first is `first`, a device token from runner.start) until
     max_tokens have been yielded or the caller stops reading. `read(device_token) -> int` waits
     for a token of a plain step. Plain steps in flight: `lag`, or fewer (drafter.cfg.lag) while drafts are
-    landing (a verify step accepted a token within the last drafter.cfg.lag_window tokens): a step in flight when
-    the tail starts to match is a token no draft can cover.
+    landing (a verify step accepted a token within the last drafter.cfg.lag_window tokens, or the run is younger
+    than that: DraftConfig.start_near): a step in flight when the tail starts to match is a token no draft can cover.
 
     A verify step's tokens are handed to the caller only after the device has its next work (the next
     verify step, drafted from them, or plain steps): the caller's time for those tokens overlaps the
-    device's, as in the plain loop."""
+    device's, as in the plain loop. `clock`: the host's seconds for the cost check (a replay passes its own)."""
     pending = deque([first])  # plain-step tokens not yet read back
     issued, done = 1, 0  # tokens the runner has produced (or has in flight), tokens yielded
     drafting = False  # a match was seen: issue no more plain steps, then try a draft
@@ -106,7 +107,7 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
     ahead = None  # (result, draft, launched at, guess): a verify step chained behind `inflight`
     chains = getattr(runner, "can_chain", False)
     streak = 0  # verify steps in a row whose drafts held entirely (chaining starts at CHAIN_AFTER)
-    landed = None  # `done` when a verify step last accepted a token
+    landed = 0 if drafter.cfg.start_near else None  # `done` when a verify step last accepted a token
 
     def draft_now() -> list[int]:
         width = most if streak else min(most, drafter.cfg.short_draft)  # long drafts while whole drafts hold
@@ -129,7 +130,7 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
             return None
         nxt = cont[len(draft) + 1:]
         result = runner.verify_async(nxt, ahead_of=len(draft) + 1)
-        return None if result is None else (result, nxt, time.perf_counter(), cont[len(draft)])
+        return None if result is None else (result, nxt, clock(), cont[len(draft)])
 
     def issue_plain():
         nonlocal issued
@@ -145,7 +146,7 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
             result, draft, t0, blind = inflight
             out = result()
             if payoff is not None:
-                payoff.verify(time.perf_counter() - t0, len(out))
+                payoff.verify(clock() - t0, len(out))
             n = len(out) - 1
             stats.verify_steps += 1
             stats.drafted += len(draft)
@@ -161,13 +162,13 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
             if ahead is not None:  # already on the device: next in line, chained further while guesses hold
                 result, nxt, _, guess = ahead
                 held = full and out[-1] == guess
-                inflight, ahead = (result, nxt, time.perf_counter(), not held), None
+                inflight, ahead = (result, nxt, clock(), not held), None
                 if held:
                     ahead = chain(nxt)
             else:
                 nxt = draft_now() if not cancelled() else []
                 if nxt:
-                    inflight = (runner.verify_async(nxt), nxt, time.perf_counter(), False)
+                    inflight = (runner.verify_async(nxt), nxt, clock(), False)
                     if full:  # the last draft held entirely: guess on
                         ahead = chain(nxt)
                 else:
@@ -184,13 +185,13 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
             if drafting and not cancelled():
                 draft = draft_now()
                 if draft:
-                    inflight = (runner.verify_async(draft), draft, time.perf_counter(), False)
+                    inflight = (runner.verify_async(draft), draft, clock(), False)
                     continue
             drafting = False
         if not drafting:
             issue_plain()
         token = read(pending.popleft())
-        now = time.perf_counter()
+        now = clock()
         if payoff is not None and t_read is not None:
             payoff.plain(now - t_read)
         drafter.append(token)
@@ -201,7 +202,7 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
             # the tail is known: the device gets its next work before the token goes to the caller
             draft = draft_now()
             if draft:
-                inflight = (runner.verify_async(draft), draft, time.perf_counter(), False)
+                inflight = (runner.verify_async(draft), draft, clock(), False)
             else:
                 drafting, streak = False, 0
                 issue_plain()

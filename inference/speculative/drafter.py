@@ -25,16 +25,23 @@ class DraftConfig:
     # at 2.36 plain steps gave 2.36x, 16 columns for every draft 2.30x; on an H200 the workload went 2.23x -> 2.39x
     short_draft: int = 7
     min_match: int = 2  # shortest tail n-gram that may start a draft
-    max_match: int = 4  # longest n-gram looked up (longer tails are matched on their last max_match tokens)
+    # longest n-gram looked up (longer tails are matched on their last max_match tokens). 4 -> 6: fewer drafts from
+    # a short tail's wrong occurrence (one H100, edit workload, best of 3: 2.56x -> 2.64x with start_near, 2.41x ->
+    # 2.45x without; bench-results/h100-2026-11-26-session9/first9/)
+    max_match: int = 6
     max_backoff: int = 64  # most tokens to stay quiet after verify steps that accepted nothing
     cost_aware: bool = True  # the decode loop skips drafts while its measured costs say they do not pay
     # plain steps the decode loop keeps in flight between drafts while drafts are landing (a verify step accepted a
     # token within the last lag_window tokens; else the plain loop's): every step in flight when a match appears
     # is a token no draft can cover (simulated over the edit workload's outputs, lab.probe_drafter --lags: 8 in
-    # flight 1.99x, 4 2.18x, 2 2.32x of plain decode), but the host keeps a launch-bound device busy only with
-    # more in flight (H200, 135M model, plain decode through this loop: 2,618 tok/s with 8, 2,509 with 2)
+    # flight 1.99x, 4 2.18x, 2 2.32x of plain decode); 2 keep the device as busy as 8 (H100, 135M model, plain steps
+    # through this loop, first token read from a pinned copy: 2,350 tok/s either way, lab.probe_first_token)
     lag: int = 2
     lag_window: int = 64
+    # the run's first token counts as a landed draft (DraftConfig.lag in flight from the start, not the loop's 8): an
+    # edit's copy often starts within its first tokens (same H100 runs: 2.45x -> 2.64x with max_match 6, 2.41x ->
+    # 2.56x with 4; new code 1.07x -> 1.10x)
+    start_near: bool = True
 
     def __post_init__(self):
         if not (1 <= self.min_match <= self.max_match):

@@ -142,6 +142,21 @@ def test_fewer_plain_steps_in_flight_while_drafts_land_leave_more_of_a_copied_ou
     assert plain[2] < plain[8], plain
 
 
+def test_a_copy_that_starts_with_the_run_finds_few_plain_steps_in_flight():
+    """A run starts as if a draft had just landed (DraftConfig.start_near: DraftConfig.lag in flight, not the loop's
+    8), so an edit whose copy of its input begins within its first tokens leaves fewer of them to plain steps."""
+    prompt = list(range(100, 160))
+    output = [1] + prompt[10:50]
+    plain = {}
+    for start_near in (True, False):
+        stats = SpecStats()
+        drafter = PromptLookupDrafter(prompt, DraftConfig(cost_aware=False, start_near=start_near))
+        got = list(speculative_tokens(_Replay(output), output[0], drafter, len(output), int, stats, lambda: False, 8))
+        assert got == output
+        plain[start_near] = stats.plain_steps
+    assert plain[True] <= DraftConfig().lag + 1 < plain[False], plain  # the tail must match (2 tokens), then drafts
+
+
 def test_draft_config_is_checked():
     assert DraftConfig().lag == 2 and DraftConfig().lag_window == 64
     with pytest.raises(ValueError, match="lag"):
