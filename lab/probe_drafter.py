@@ -10,15 +10,18 @@ tokens per forward, and the speedup a verify step costing `c` plain steps would 
 
     python -m lab.probe_drafter [--device cuda] [--tokens 192] [--save runs.json | --load runs.json]
         [--costs 1.25,2,3] [--configs "7,2,4;7,1,4;7,2,8;7,3,8;15,2,4;15,2,8"]
-        [--lags 8,4,2 --bucket-costs 1.18,1.34,1.77[,2.4]]
+        [--bucket-costs 1.11,1.22,1.60,2.56] [--gaps h200|none] [--lags 8,4,2] [--replay ";max_match=4"]
 (--save keeps the prompts' ids and greedy outputs, --load replays settings over them without a model.)
---lags: the decode loop itself (inference.speculative.decode.speculative_tokens, chaining on) over the outputs with
-a runner that answers from them, for each count of plain steps in flight: device time in plain steps, a verify
-step of 2 / 4 / 8 (/ 16) columns costing --bucket-costs (the verify bench's ratios), no host time; the runner's
-width is the widest bucket given.
+--lags and --replay run the decode loop itself (inference.speculative.decode.speculative_tokens, chaining on) over
+the outputs with a runner that answers from them on a virtual clock: a plain step takes 1, a verify step of 2 / 4 /
+8 / 16 columns --bucket-costs (the verify bench's ratios; the runner's width is the widest bucket given), and the
+device idles between launches as measured on the H200 (GAPS; lab.probe_spec_timeline) unless --gaps none.
+--lags: no cost check, N plain steps in flight throughout, for each N. --replay: the loop as the engine runs it
+(--loop-lag in flight, DraftConfig.lag near drafts, the cost check timing the virtual clock) for each DraftConfig
+variant (one H100, the edit workload measured 2.42x with the eighth session's drafter and 2.63x with the ninth's,
+where this replay gives 2.34x and 2.49x: bench-results/h100-2026-11-26-session9/).
 
-Configs are max_draft,min_match,max_match. The GPU's verify step pads a draft to 2, 4 or 8 columns, so at
-most 7 drafted tokens there.
+Configs are max_draft,min_match,max_match (the drafting alone: no loop, no cost check).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 
 from inference.speculative import DraftConfig, PromptLookupDrafter
 
@@ -57,19 +61,51 @@ def simulate(prompt_ids: list[int], output: list[int], cfg: DraftConfig) -> dict
     return {"plain": plain, "verify": verify, "accepted": accepted, "drafted": drafted, "tokens": len(output) - 1}
 
 
+# Idle device time between launches, in one-token steps, by (launch before, launch after): the H200's host with the
+# default model (lab.probe_spec_timeline, bench-results/h200-2026-11-26-session8/loop8/timeline.log, step 405 us);
+# "jitter": added to a plain step launched with under two steps queued (plain decode through the decode loop with 2
+# in flight vs 8: 2,509 vs 2,618 tok/s).
+GAPS = {
+    "h200": {("plain", "verify"): 0.21, ("verify", "verify"): 0.13, ("verify", "plain"): 0.11,
+             ("plain", "plain"): 0.013, ("chained", "verify"): 0.12, ("chained", "plain"): 0.11,
+             ("chained", "chained"): 0.003, ("verify", "chained"): 0.003, "jitter": 0.04},
+    "none": {},
+}
+
+
 class ReplayRunner:
-    """A runner whose steps and verify steps answer from a known greedy output (output[0] is the prefill's), and
-    that adds up device time: 1 per plain step, bucket_costs[b] per verify step of b columns."""
+    """A runner whose steps and verify steps answer from a known greedy output (output[0] is the prefill's), on a
+    virtual clock: the device runs a plain step in 1, a verify step of b columns in bucket_costs[b]; a launch
+    starts when the device is free or, if it idles, gaps[(kind before, kind)] after the host launched it (a
+    chained step queues behind the one in flight); reading a result moves the host's clock to its end. The decode
+    loop's own clock (its cost check) is the host's: `clock()`."""
     can_chain = True
 
-    def __init__(self, output: list[int], bucket_costs: dict[int, float]):
-        self.out, self.pos, self.time, self.costs = output, 1, 0.0, bucket_costs
+    def __init__(self, output: list[int], bucket_costs: dict[int, float], gaps: dict | None = None):
+        self.out, self.pos, self.costs, self.gaps = output, 1, bucket_costs, gaps or {}
         self.max_draft = max(bucket_costs) - 1
+        self.host = self.device = 0.0  # host time, device free at
+        self.last = "prefill"
 
-    def step(self) -> int:
+    def clock(self) -> float:
+        return self.host
+
+    def _launch(self, kind: str, cost: float, queued: bool = False) -> float:
+        gap = self.gaps.get((self.last, kind), 0.0)
+        self.last = kind
+        start = self.device if queued else max(self.device, self.host + gap)
+        self.device = start + cost
+        return self.device
+
+    def step(self) -> tuple[int, float]:
         tok = self.out[self.pos] if self.pos < len(self.out) else 0
         self.pos += 1
-        self.time += 1.0
+        jitter = self.gaps.get("jitter", 0.0) if self.device - self.host < 2.0 else 0.0
+        return tok, self._launch("plain", 1.0 + jitter)
+
+    def read(self, handle: tuple[int, float]) -> int:
+        tok, end = handle
+        self.host = max(self.host, end)
         return tok
 
     def verify_async(self, draft: list[int], ahead_of: int = 0):
@@ -78,21 +114,35 @@ class ReplayRunner:
             n += 1
         res = self.out[start:start + n + 1] or [0]
         self.pos = start + n + 1
-        self.time += self.costs[min(b for b in self.costs if b >= len(draft) + 1)]
-        return lambda: list(res)
+        cost = self.costs[min(b for b in self.costs if b >= len(draft) + 1)]
+        end = self._launch("chained" if ahead_of else "verify", cost, queued=bool(ahead_of))
+
+        def result():
+            self.host = max(self.host, end)
+            return list(res)
+        return result
 
 
 def simulate_loop(prompt_ids: list[int], output: list[int], cfg: DraftConfig, lag: int,
-                  bucket_costs: dict[int, float]) -> float:
-    """Device time (plain steps) of the decode loop over a known greedy output with `lag` plain steps in flight."""
+                  bucket_costs: dict[int, float], gaps: dict | None = None) -> tuple[float, int]:
+    """(time in one-token steps, plain steps) of the decode loop over a known greedy output, `lag` plain steps in
+    flight (the engine's), the cost check (cfg.cost_aware) on the virtual clock."""
     from inference.speculative.decode import SpecStats, speculative_tokens
 
-    runner = ReplayRunner(output, bucket_costs)
-    d = PromptLookupDrafter(prompt_ids, DraftConfig(max_draft=cfg.max_draft, min_match=cfg.min_match,
-                                                    max_match=cfg.max_match, cost_aware=False, lag=lag))
-    got = list(speculative_tokens(runner, output[0], d, len(output), lambda t: t, SpecStats(), lambda: False, lag))
+    runner, stats = ReplayRunner(output, bucket_costs, gaps), SpecStats()
+    got = list(speculative_tokens(runner, (output[0], 0.0), PromptLookupDrafter(prompt_ids, cfg), len(output),
+                                  runner.read, stats, lambda: False, lag, clock=runner.clock))
     assert got == output, "the replayed loop must give the output back"
-    return runner.time
+    return max(runner.host, runner.device), stats.plain_steps
+
+
+def variant(spec: str) -> DraftConfig:
+    """DraftConfig() with "field=value,..." overrides ("" for the defaults)."""
+    def value(field: str, text: str):
+        kind = type(getattr(DraftConfig(), field))
+        return text in ("True", "true", "1") if kind is bool else kind(text)
+
+    return replace(DraftConfig(), **{k: value(k, v) for k, v in (kv.split("=") for kv in filter(None, spec.split(",")))})
 
 
 def decode(args) -> tuple[list, str]:
@@ -115,6 +165,25 @@ def decode(args) -> tuple[list, str]:
     return runs, engine.info["model"]
 
 
+def configs_table(runs, configs: str, costs: list[float]) -> None:
+    """The drafting alone per max_draft,min_match,max_match: verify and plain steps, speedup at each cost."""
+    print("| max_draft, min_match, max_match | verify steps | plain steps | accepted / verify | tokens / forward | "
+          + " | ".join(f"speedup @ verify = {c:g} steps" for c in costs) + " |")
+    print("|---|---:|---:|---:|---:|" + "---:|" * len(costs))
+    for spec in filter(None, configs.split(";")):
+        k, lo, hi = (int(x) for x in spec.split(","))
+        cfg = DraftConfig(max_draft=k, min_match=lo, max_match=hi)
+        tot = {"plain": 0, "verify": 0, "accepted": 0, "drafted": 0, "tokens": 0}
+        for _, ids, out in runs:
+            for key, v in simulate(ids, out, cfg).items():
+                tot[key] += v
+        fwd = tot["plain"] + tot["verify"]
+        speed = [tot["tokens"] / (tot["plain"] + c * tot["verify"]) for c in costs]
+        apv = tot["accepted"] / tot["verify"] if tot["verify"] else 0.0
+        print(f"| {k}, {lo}, {hi} | {tot['verify']} | {tot['plain']} | {apv:.2f} | {tot['tokens'] / fwd:.2f} | "
+              + " | ".join(f"{s:.2f}x" for s in speed) + " |")
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="default")
@@ -125,7 +194,13 @@ def main(argv=None):
     p.add_argument("--costs", default="1.25,2,3", help="verify-step costs in plain steps, for the speedup columns")
     p.add_argument("--configs", default="7,2,4;7,1,4;7,2,8;7,3,8;15,2,4;15,2,8")
     p.add_argument("--lags", default="", help="plain steps in flight for the decode-loop replay (e.g. 8,4,2)")
-    p.add_argument("--bucket-costs", default="1.18,1.34,1.77", help="verify steps of 2, 4, 8 (, 16) columns in plain steps")
+    p.add_argument("--replay", default=None,
+                   help='DraftConfig variants for the decode loop as the engine runs it, ";"-separated field=value lists '
+                        '("" = the defaults), e.g. ";max_match=4;max_backoff=64"')
+    p.add_argument("--loop-lag", type=int, default=8, help="the engine's plain steps in flight (inference.engine.LAG)")
+    p.add_argument("--bucket-costs", default="1.11,1.22,1.60,2.56",
+                   help="verify steps of 2, 4, 8 (, 16) columns in plain steps (H200, default model: the verify bench)")
+    p.add_argument("--gaps", default="h200", choices=sorted(GAPS), help="idle time between launches (GAPS)")
     args = p.parse_args(argv)
 
     if args.load:
@@ -139,31 +214,33 @@ def main(argv=None):
                 json.dump({"model": model, "runs": runs}, f)
     costs = [float(c) for c in args.costs.split(",")]
     print(f"\n{model}, greedy outputs, {len(runs)} edit prompts, up to {args.tokens} tokens")
-    print("| max_draft, min_match, max_match | verify steps | plain steps | accepted / verify | tokens / forward | "
-          + " | ".join(f"speedup @ verify = {c:g} steps" for c in costs) + " |")
-    print("|---|---:|---:|---:|---:|" + "---:|" * len(costs))
-    for spec in filter(None, args.configs.split(";")):
-        k, lo, hi = (int(x) for x in spec.split(","))
-        cfg = DraftConfig(max_draft=k, min_match=lo, max_match=hi)
-        tot = {"plain": 0, "verify": 0, "accepted": 0, "drafted": 0, "tokens": 0}
-        for _, ids, out in runs:
-            for key, v in simulate(ids, out, cfg).items():
-                tot[key] += v
-        fwd = tot["plain"] + tot["verify"]
-        speed = [tot["tokens"] / (tot["plain"] + c * tot["verify"]) for c in costs]
-        apv = tot["accepted"] / tot["verify"] if tot["verify"] else 0.0
-        print(f"| {k}, {lo}, {hi} | {tot['verify']} | {tot['plain']} | {apv:.2f} | {tot['tokens'] / fwd:.2f} | "
-              + " | ".join(f"{s:.2f}x" for s in speed) + " |")
+    if args.configs:
+        configs_table(runs, args.configs, costs)
+
+    buckets = dict(zip((2, 4, 8, 16), (float(c) for c in args.bucket_costs.split(","))))
+    gaps = GAPS[args.gaps]
+    toks = [len(out) - 1 for _, _, out in runs]
+
+    def replay(cfg: DraftConfig, lag: int) -> tuple[float, int, list[float]]:
+        sims = [simulate_loop(ids, out, cfg, lag, buckets, gaps) for _, ids, out in runs]
+        return sum(toks) / sum(t for t, _ in sims), sum(p for _, p in sims), [n / t for n, (t, _) in zip(toks, sims)]
+
+    where = f"verify steps of {' / '.join(map(str, buckets))} columns = {args.bucket_costs} plain steps, gaps {args.gaps}"
     if args.lags:
-        costs3 = dict(zip((2, 4, 8, 16), (float(c) for c in args.bucket_costs.split(","))))
-        print(f"\nthe decode loop (7, 2, 4), verify steps of 2 / 4 / 8 / 16 columns = {args.bucket_costs} plain steps")
-        print("| plain steps in flight | speedup (device time) | per prompt |")
-        print("|---:|---:|---|")
+        print(f"\nthe decode loop (no cost check) with N plain steps in flight throughout, {where}")
+        print("| plain steps in flight | speedup | plain steps | per prompt |")
+        print("|---:|---:|---:|---|")
         for lag in (int(x) for x in args.lags.split(",")):
-            times = [simulate_loop(ids, out, DraftConfig(), lag, costs3) for _, ids, out in runs]
-            toks = [len(out) - 1 for _, _, out in runs]
-            print(f"| {lag} | {sum(toks) / sum(times):.2f}x | " + " ".join(f"{t / x:.2f}" for t, x in zip(toks, times))
-                  + " |")
+            speed, plain, per = replay(replace(DraftConfig(), cost_aware=False, lag=lag), lag)
+            print(f"| {lag} | {speed:.2f}x | {plain} | " + " ".join(f"{x:.2f}" for x in per) + " |")
+    if args.replay is not None:
+        print(f"\nthe decode loop as the engine runs it ({args.loop_lag} plain steps in flight, DraftConfig.lag near "
+              f"drafts, the cost check on the virtual clock), {where}")
+        print("| DraftConfig | speedup | plain steps | per prompt |")
+        print("|---|---:|---:|---|")
+        for spec in args.replay.split(";"):
+            speed, plain, per = replay(variant(spec), args.loop_lag)
+            print(f"| {spec or 'defaults'} | {speed:.3f}x | {plain} | " + " ".join(f"{x:.2f}" for x in per) + " |")
 
 
 if __name__ == "__main__":

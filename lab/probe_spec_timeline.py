@@ -86,10 +86,11 @@ def main(argv=None):
     for mode, spec in modes:
         list(engine.generate(prompts[0], SamplingParams(max_tokens=args.tokens, speculate=spec)))  # warm-up
         busy, idle = defaultdict(lambda: [0, 0.0]), defaultdict(lambda: [0, 0.0])
-        tokens = 0
+        tokens, host_ms = 0, 0.0
         for prompt in prompts:
             events = list(engine.generate(prompt, SamplingParams(max_tokens=args.tokens, speculate=spec)))
             tokens += events[-1].stats.generated_tokens - 1
+            host_ms += events[-1].stats.decode_ms or 0.0
             prev = "prefill"
             for kind, gap, dur in rec.timeline():
                 busy[kind][0] += 1
@@ -103,7 +104,8 @@ def main(argv=None):
         plain_us = busy["plain"][1] / max(1, busy["plain"][0])
         print(f"\n{engine.info['model']}, speculation {mode}, {len(prompts)} edit prompts, {tokens} tokens after "
               f"the first; device busy {total_busy / 1000:.2f} ms, idle {total_idle / 1000:.2f} ms "
-              f"({100 * total_idle / (total_busy + total_idle):.1f}%)")
+              f"({100 * total_idle / (total_busy + total_idle):.1f}%); host: {host_ms:.2f} ms from the first token to "
+              f"the last, {1000 * tokens / host_ms if host_ms else 0:.0f} tok/s")
         print("| launch | count | busy us | us each | plain steps each |")
         print("|---|---:|---:|---:|---:|")
         for kind in sorted(busy):
