@@ -40,7 +40,8 @@ def main(argv=None):
 
     engine = Engine.from_pretrained(args.model, device="cuda")
     runner = engine.runner
-    never = DraftConfig(min_match=1 << 20, max_match=1 << 20)  # no tail is that long: plain steps only
+    # no tail is that long: plain steps only, `lag` of them in flight from the start (not DraftConfig.lag)
+    never = DraftConfig(min_match=1 << 20, max_match=1 << 20, start_near=False)
     params = SamplingParams(max_tokens=args.tokens, speculate=True)
     prompts = [engine.prompt_ids(Prompt.chat(text)) for _, text in edit_prompts()]
 
