@@ -37,6 +37,7 @@ def main(argv=None):
     from inference.sampling import SamplingParams
     from inference.speculative import DraftConfig, PromptLookupDrafter, SpecStats, speculative_tokens
     from inference.speculative.bench import edit_prompts
+    from lab.engine import replay_us
 
     engine = Engine.from_pretrained(args.model, device="cuda")
     runner = engine.runner
@@ -61,13 +62,7 @@ def main(argv=None):
     runner.start(prompts[0], params)
     graph = runner.step_graph()
     torch.cuda.synchronize()
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(50):
-        graph.replay()
-    b.record()
-    b.synchronize()
-    step_us = a.elapsed_time(b) * 1000 / 50
+    step_us = replay_us(graph, 50)
 
     print(f"\n{engine.info['model']} on {torch.cuda.get_device_name()}, {len(prompts)} edit prompts, plain steps "
           f"through the speculative loop; step graph replayed back to back: {step_us:.1f} us")

@@ -9,15 +9,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/lib.sh
 window draft9
-LAG1="import dataclasses; from inference.speculative.drafter import DraftConfig as C; f = C.__init__
-names = [x.name for x in dataclasses.fields(C)]; d = list(f.__defaults__); d[names.index('lag')] = 1
-f.__defaults__ = tuple(d)"
 EDIT=(--workload edit --model "$MODEL" --tokens 192 --repeats 1)
 step edit-before-1 50 "${before[@]}" python3 -m inference.bench "${EDIT[@]}"
 step edit-now-1 50 "${now[@]}" python3 -m inference.bench "${EDIT[@]}"
 step edit-before-2 50 "${before[@]}" python3 -m inference.bench "${EDIT[@]}"
 step edit-now-2 50 "${now[@]}" python3 -m inference.bench "${EDIT[@]}"
-step_patched edit-now-lag1 50 "$LAG1" inference.bench "${EDIT[@]}"
+step_patched edit-now-lag1 50 "$(draft_cfg lag=1)" inference.bench "${EDIT[@]}"
 step timeline 60 "${now[@]}" python3 -m lab.probe_spec_timeline --model "$MODEL"
 step tests 150 "${now[@]}" python3 -m pytest "${PYTEST[@]}" -rf tests/inference/test_speculative_gpu.py
 tar -czf "$OUT/logs.tgz" -C "$OUT" draft9

@@ -10,19 +10,13 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/lib.sh
 window draft9b
-cfg() {  # cfg FIELD=VALUE...: python that patches DraftConfig's defaults
-  echo "import dataclasses; from inference.speculative.drafter import DraftConfig as C; f = C.__init__
-names = [x.name for x in dataclasses.fields(C)]; d = list(f.__defaults__)
-for kv in '$*'.split(): k, v = kv.split('='); d[names.index(k)] = int(v)
-f.__defaults__ = tuple(d)"
-}
 EDIT=(--workload edit --model "$MODEL" --tokens 192 --repeats 3)
 step edit-before 70 "${before[@]}" python3 -m inference.bench "${EDIT[@]}"
 step edit-now 70 "${now[@]}" python3 -m inference.bench "${EDIT[@]}"
-step_patched edit-now-m4 70 "$(cfg max_match=4)" inference.bench "${EDIT[@]}"
-step_patched edit-now-b64 70 "$(cfg max_backoff=64)" inference.bench "${EDIT[@]}"
+step_patched edit-now-m4 70 "$(draft_cfg max_match=4)" inference.bench "${EDIT[@]}"
+step_patched edit-now-b64 70 "$(draft_cfg max_backoff=64)" inference.bench "${EDIT[@]}"
 for L in 8 4 2; do
-  step_patched plain-lag$L 40 "$(cfg min_match=1048576 max_match=1048576)
+  step_patched plain-lag$L 40 "$(draft_cfg min_match=1048576 max_match=1048576)
 import inference.engine as E; E.LAG = $L" lab.probe_spec_timeline --model "$MODEL"
 done
 tar -czf "$OUT/logs.tgz" -C "$OUT" draft9b

@@ -8,17 +8,11 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/lib.sh
 window final9b
-cfg() {  # cfg FIELD=VALUE...: python that patches DraftConfig's defaults
-  echo "import dataclasses; from inference.speculative.drafter import DraftConfig as C; f = C.__init__
-names = [x.name for x in dataclasses.fields(C)]; d = list(f.__defaults__)
-for kv in '$*'.split(): k, v = kv.split('='); d[names.index(k)] = int(v)
-f.__defaults__ = tuple(d)"
-}
 EDIT=(--workload edit --model "$MODEL" --tokens 192 --repeats 3)
 step edit-now-1 70 "${now[@]}" python3 -m inference.bench "${EDIT[@]}"
-step_patched edit-old-drafter 70 "$(cfg max_match=4 start_near=0)" inference.bench "${EDIT[@]}"
-step_patched edit-lag1 70 "$(cfg lag=1)" inference.bench "${EDIT[@]}"
-step_patched edit-b0 70 "$(cfg max_backoff=0)" inference.bench "${EDIT[@]}"
+step_patched edit-old-drafter 70 "$(draft_cfg max_match=4 start_near=0)" inference.bench "${EDIT[@]}"
+step_patched edit-lag1 70 "$(draft_cfg lag=1)" inference.bench "${EDIT[@]}"
+step_patched edit-b0 70 "$(draft_cfg max_backoff=0)" inference.bench "${EDIT[@]}"
 step edit-now-2 70 "${now[@]}" python3 -m inference.bench "${EDIT[@]}"
 step edit-before 70 "${before[@]}" python3 -m inference.bench "${EDIT[@]}"
 step verify-now 60 "${now[@]}" python3 -m inference.bench --workload verify --model "$MODEL"

@@ -10,18 +10,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/lib.sh
 window first9
-cfg() {  # cfg FIELD=VALUE...: python that patches DraftConfig's defaults
-  echo "import dataclasses; from inference.speculative.drafter import DraftConfig as C; f = C.__init__
-names = [x.name for x in dataclasses.fields(C)]; d = list(f.__defaults__)
-for kv in '$*'.split(): k, v = kv.split('='); d[names.index(k)] = int(v)
-f.__defaults__ = tuple(d)"
-}
 EDIT=(--workload edit --model "$MODEL" --tokens 192 --repeats 3)
 step probe 60 "${now[@]}" python3 -m lab.probe_first_token --model "$MODEL" --lags 8,2
 step edit-now 70 "${now[@]}" python3 -m inference.bench "${EDIT[@]}"
-step_patched edit-old-drafter 70 "$(cfg max_match=4 start_near=0)" inference.bench "${EDIT[@]}"
-step_patched edit-m4 70 "$(cfg max_match=4)" inference.bench "${EDIT[@]}"
-step_patched edit-far 70 "$(cfg start_near=0)" inference.bench "${EDIT[@]}"
+step_patched edit-old-drafter 70 "$(draft_cfg max_match=4 start_near=0)" inference.bench "${EDIT[@]}"
+step_patched edit-m4 70 "$(draft_cfg max_match=4)" inference.bench "${EDIT[@]}"
+step_patched edit-far 70 "$(draft_cfg start_near=0)" inference.bench "${EDIT[@]}"
 step edit-before 70 "${before[@]}" python3 -m inference.bench "${EDIT[@]}"
 step tests 120 "${now[@]}" python3 -m pytest "${PYTEST[@]}" -rf tests/inference/test_speculative_gpu.py
 tar -czf "$OUT/logs.tgz" -C "$OUT" first9

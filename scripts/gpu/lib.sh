@@ -52,3 +52,12 @@ step_patched() {
   step "$name" "$limit" python3 -c "$patch
 import runpy, sys; sys.argv = ['$mod'] + sys.argv[1:]; runpy.run_module('$mod', run_name='__main__')" "$@"
 }
+
+# draft_cfg FIELD=VALUE...: python that patches DraftConfig's defaults (integers; 0 / 1 for booleans), for
+# step_patched: a drafter variant measured in the same call, not a setting.
+draft_cfg() {
+  echo "import dataclasses; from inference.speculative.drafter import DraftConfig as C; f = C.__init__
+names = [x.name for x in dataclasses.fields(C)]; d = list(f.__defaults__)
+for kv in '$*'.split(): k, v = kv.split('='); d[names.index(k)] = int(v)
+f.__defaults__ = tuple(d)"
+}
