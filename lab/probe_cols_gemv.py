@@ -1,10 +1,11 @@
 """Lab probe: the CUDA column GEMVs (kernels.cols_gemv) launch by launch, GPU only.
 
     python -m lab.probe_cols_gemv [--shape smollm2-135m|qwen2.5-coder-0.5b|qwen3-0.6b|qwen2.5-coder-1.5b] [--sweep]
-        [--only qkv,lm_head]
+        [--same-bits] [--only qkv,lm_head] [--columns 1,2,4,8]
 
 For each GEMV of a decode layer (QKV, o_proj, gate/up, down) and the LM head (+ argmax) of the shape: us per
-launch of the one-column Triton kernel and of the column GEMVs at 1, 2, 4, 8 columns (config_for's config and
+launch of the one-column Triton kernel and of the column GEMVs at 1, 2, 4, 8 columns (--columns; config_for's
+config for the most columns given, and
 the tensor-core kernel's mma_config_for where K fits; --sweep: other (R, WK, NW) configs, at most 1, 2, 4 columns
 per CTA, other (WK, NW, U) of the tensor-core kernel), 24 launches back to back in one CUDA graph over rotating weight copies
 (lab.bench_kernels.in_graph_us), PDL on. Not a test; the end-to-end number is `inference.bench --workload
@@ -75,22 +76,25 @@ def main():
                    help="the CUDA-core configs that give the default's bits (kernels.cols_gemv.bits_key): R, U, CG, "
                         "and NW where the mode has no norm")
     p.add_argument("--only", default="", help="comma-separated launches (default: all)")
+    p.add_argument("--columns", default="1,2,4,8", help="column counts to time (the default config: the largest's)")
     args = p.parse_args()
+    counts = [int(c) for c in args.columns.split(",")]
     print(f"\n{args.shape}, bf16, {torch.cuda.get_device_name()}: us per launch, cold weights, PDL on")
-    print("| launch | variant | n=1 | n=2 | n=4 | n=8 | n=8 / n=1 |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print("| launch | variant | " + " | ".join(f"n={c}" for c in counts) + f" | n={counts[-1]} / n={counts[0]} |")
+    print("|---|---|" + "---:|" * (len(counts) + 1))
     for name, mode, n, k, out_n, one, cols in specs(args.shape):
         if args.only and name not in args.only.split(","):
             continue
         ws = copies(lambda: torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02, n * k * 2)
         x, o = torch.randn(k, device="cuda"), torch.zeros(out_n, device="cuda")
-        print(f"| {name} | one-column Triton | {in_graph_us(lambda w: one(x, w, o), ws):.2f} | | | | |", flush=True)
-        default = config_for(mode, out_n, k)
+        print(f"| {name} | one-column Triton | {in_graph_us(lambda w: one(x, w, o), ws):.2f} |" + " |" * len(counts),
+              flush=True)
+        default = config_for(mode, out_n, k, max(counts))
         configs = [default] + ([replace(default, R=r, WK=wk, NW=nw) for r, wk, nw in SWEEP[mode]]
                                + [replace(default, CG=cg) for cg in (1, 2, 4)] if args.sweep else [])
         if args.same_bits and mode != "lm_head":
             configs += [c for c in (replace(default, R=r, U=u, CG=cg, NW=nw) for r in (1, 2, 4) for u in (4,)
-                                    for cg in (1, 2, 4, 8) for nw in (4, 8))
+                                    for cg in (1, 2, 4, 8, 16) for nw in (4, 8))
                         if c.NW % c.WK == 0 and bits_key(mode, c) == bits_key(mode, default) and c not in configs]
         if mma_fits(k):
             mma = mma_config_for(mode, out_n, k)
@@ -100,7 +104,7 @@ def main():
                                 if args.sweep else [])
         for cfg in configs:
             us = []
-            for kc in (1, 2, 4, 8):
+            for kc in counts:
                 X, O = torch.randn(kc, k, device="cuda"), torch.zeros(kc, out_n, device="cuda")
                 us.append(in_graph_us(lambda w: cols(X, w, O, cfg), ws))
             tag = (f"{'mma' if cfg.mma else 'cols'} R{cfg.R} WK{cfg.WK} NW{cfg.NW} U{cfg.U}"
