@@ -88,9 +88,9 @@ class Payoff:
 def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: int, read: Callable[[object], int],
                        stats: SpecStats, cancelled: Callable[[], bool], lag: int,
                        clock: Callable[[], float] = time.perf_counter) -> Iterator[int]:
-    """Yield generated token ids (the first is `first`, a device token from runner.start) until
-    max_tokens have been yielded or the caller stops reading. `read(device_token) -> int` waits
-    for a token of a plain step. Plain steps in flight: `lag`, or fewer (drafter.cfg.lag) while drafts are
+    """Yield generated token ids (the first is `first`, runner.start's token as `read` takes it: the engine passes
+    a pinned host slot, Engine._on_host) until max_tokens have been yielded or the caller stops reading.
+    `read(token) -> int` waits for a token of a plain step. Plain steps in flight: `lag`, or fewer (drafter.cfg.lag) while drafts are
     landing (a verify step accepted a token within the last drafter.cfg.lag_window tokens, or the run is younger
     than that: DraftConfig.start_near): a step in flight when the tail starts to match is a token no draft can cover.
 
