@@ -23,7 +23,8 @@ Whether a verify step pays is measured as the run goes (`Payoff`): host-clock se
 token (between reads, so including the caller's time for it) and per verify step (launch to result,
 overlapping the caller's time for the previous step's tokens) and the tokens a verify step yields; where
 drafting would not pay (a verify step costs more plain steps than it yields tokens, e.g. on a launch-bound small
-model) the drafter is told a miss and stays quiet, and the next draft goes through as a probe.
+model) the drafter is told to hold (quiet for a spell that doubles while drafts are turned down in a row), and the
+next draft goes through as a probe.
 
 Greedy only (the runner's argmax decides what is accepted): the engine keeps sampled requests on
 the plain loop.
@@ -57,8 +58,8 @@ class Payoff:
     """Host-clock costs of this run's plain tokens and verify steps; `pays()` while unknown. A draft turned down
     is followed by one let through whatever the costs say (a probe): only verify steps update the tokens they
     yield, so without probes a few bad ones early (an explanation before the code) would end drafting for the
-    rest of the run (one of the edit prompts: 1.03x; its replay with probes 1.18x). The drafter's back-off after
-    each turned-down draft spaces the probes out."""
+    rest of the run (one of the edit prompts: 1.03x; its replay with probes 1.18x). The drafter's hold after
+    each turned-down draft spaces the probes out. `probing`: the last True was a probe, not the costs' verdict."""
 
     ALPHA = 0.3  # weight of the latest verify step in the tokens-per-verify average
 
@@ -67,6 +68,7 @@ class Payoff:
         self.plain_n = self.verify_n = 0
         self.tokens = 0.0
         self.declined = False  # the last draft was turned down: let the next one through
+        self.probing = False
 
     def plain(self, seconds: float):
         self.plain_s += seconds
@@ -78,6 +80,7 @@ class Payoff:
         self.tokens = tokens if self.verify_n == 1 else self.ALPHA * tokens + (1 - self.ALPHA) * self.tokens
 
     def pays(self) -> bool:
+        self.probing = self.declined
         if not (self.plain_n and self.verify_n) or self.declined:
             self.declined = False
             return True
@@ -112,9 +115,12 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
     def draft_now() -> list[int]:
         width = most if streak else min(most, drafter.cfg.short_draft)  # long drafts while whole drafts hold
         draft = drafter.propose(limit=min(width, max_tokens - issued - 1))
-        if draft and payoff is not None and not payoff.pays():
-            drafter.feedback(len(draft), 0)  # would not pay: quiet, as after a miss
-            return []
+        if draft and payoff is not None:
+            if not payoff.pays():
+                drafter.hold()  # would not pay: quiet for a while
+                return []
+            if not payoff.probing:
+                drafter.release()
         return draft
 
     def chain(draft: list[int]):

@@ -7,9 +7,10 @@ continuation; appending a token adds one n-gram per size and a lookup tries the 
 longest down. Both cost O(max_match) per token and O(max_draft) per draft: nothing grows with the
 context.
 
-It also decides per step whether a draft is worth a verify step: after a verify that accepted
-nothing it stays quiet for a while (1, 2, 4, ... up to max_backoff tokens), so text that matches
-its past only by accident costs little more than plain decoding. Not here: running the model.
+It also keeps quiet when told: after a draft the decode loop turned down as not worth its verify step (1, 2, 4,
+... up to max_hold tokens while drafts are turned down in a row), so on text that matches its past only by
+accident the loop's cost check is asked rarely; after a verify step that accepted nothing only if max_backoff
+says so (none by default). Not here: running the model.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ class DraftConfig:
     # a short tail's wrong occurrence (one H100, edit workload, best of 3: 2.56x -> 2.64x with start_near, 2.41x ->
     # 2.45x without; bench-results/h100-2026-11-26-session9/first9/)
     max_match: int = 6
-    max_backoff: int = 64  # most tokens to stay quiet after verify steps that accepted nothing
+    # most tokens to stay quiet after verify steps that accepted nothing (1, 2, 4, ... in a row): none, a miss costs
+    # its verify step and a quiet spell the copies that start inside it (one H100, edit workload, best of 3: 64 -> 0
+    # with max_hold 2.62x / 2.59x -> 2.66x / 2.67x, new code 1.10x / 1.09x -> 1.11x / 1.09x; .../session9/hold9/)
+    max_backoff: int = 0
+    max_hold: int = 64  # most tokens to stay quiet after drafts the decode loop's cost check turned down in a row
     cost_aware: bool = True  # the decode loop skips drafts while its measured costs say they do not pay
     # plain steps the decode loop keeps in flight between drafts while drafts are landing (a verify step accepted a
     # token within the last lag_window tokens; else the plain loop's): every step in flight when a match appears
@@ -48,8 +53,8 @@ class DraftConfig:
             raise ValueError(f"need 1 <= min_match <= max_match, got {self.min_match}, {self.max_match}")
         if self.max_draft < 1 or self.short_draft < 1:
             raise ValueError(f"need max_draft, short_draft >= 1, got {self.max_draft}, {self.short_draft}")
-        if self.max_backoff < 0:
-            raise ValueError(f"max_backoff must be >= 0, got {self.max_backoff}")
+        if self.max_backoff < 0 or self.max_hold < 0:
+            raise ValueError(f"need max_backoff, max_hold >= 0, got {self.max_backoff}, {self.max_hold}")
         if self.lag < 1 or self.lag_window < 0:
             raise ValueError(f"need lag >= 1 and lag_window >= 0, got {self.lag}, {self.lag_window}")
 
@@ -62,6 +67,7 @@ class PromptLookupDrafter:
         self.maps: list[dict[tuple[int, ...], int]] = [{} for _ in range(self.cfg.min_match, self.cfg.max_match + 1)]
         self.quiet = 0  # tokens left to stay quiet
         self.misses = 0  # consecutive verify steps that accepted nothing
+        self.holds = 0  # consecutive drafts the decode loop turned down (they would not pay)
         self.extend(tokens)
 
     def append(self, token: int) -> None:
@@ -123,6 +129,16 @@ class PromptLookupDrafter:
         """Report a verify step's outcome: a step that accepted nothing starts (or doubles) a quiet spell."""
         if drafted and not accepted:
             self.misses += 1
-            self.quiet = min(self.cfg.max_backoff, 1 << (self.misses - 1))
+            self.quiet = max(self.quiet, min(self.cfg.max_backoff, 1 << (self.misses - 1)))
         elif accepted:
             self.misses = 0
+
+    def hold(self) -> None:
+        """The decode loop turned a draft down (not worth a verify step now): quiet for 1, 2, 4, ... tokens, up to
+        max_hold, doubling with each draft turned down in a row."""
+        self.holds += 1
+        self.quiet = min(self.cfg.max_hold, 1 << (self.holds - 1))
+
+    def release(self) -> None:
+        """The decode loop let a draft through on its merits: the next turn-down starts a short spell again."""
+        self.holds = 0

@@ -88,6 +88,34 @@ def test_drafter_backs_off_after_verify_steps_that_accept_nothing():
     assert d.misses == 0 and d.ready()
 
 
+def test_by_default_a_miss_costs_its_verify_step_and_nothing_more():
+    d = PromptLookupDrafter([1, 2, 3, 1, 2])
+    d.feedback(drafted=3, accepted=0)
+    assert d.ready() and d.propose()[:1] == [3]
+
+
+def test_drafts_turned_down_in_a_row_hold_the_drafter_ever_longer_until_one_goes_through_on_its_merits():
+    d = PromptLookupDrafter([1, 2] * 20, DraftConfig(max_hold=4))
+
+    def next_token():  # the text keeps alternating: the tail always matches
+        d.append(1 if d.tokens[-1] == 2 else 2)
+
+    quiet = []
+    for _ in range(4):
+        d.hold()  # the decode loop turned a draft down
+        n = 0
+        while not d.ready():
+            next_token()
+            n += 1
+        quiet.append(n)
+    assert quiet == [1, 2, 4, 4]  # doubling, up to max_hold
+    d.release()  # a draft went through because drafts pay again
+    d.hold()
+    assert not d.ready()
+    next_token()
+    assert d.ready()
+
+
 def test_payoff_drafts_until_verify_steps_cost_more_than_the_tokens_they_yield():
     from inference.speculative.decode import Payoff
 
@@ -100,11 +128,12 @@ def test_payoff_drafts_until_verify_steps_cost_more_than_the_tokens_they_yield()
         p.verify(0.002, 1)  # then 1 token per verify step costing 2 plain steps
     assert not p.pays()
     assert p.pays(), "a draft turned down is followed by a probe: only verify steps can show drafts pay again"
+    assert p.probing
     assert not p.pays()  # no verify step since: turned down again
     p.pays()
     for _ in range(5):
         p.verify(0.002, 4)  # the probes found drafts that pay
-    assert p.pays() and p.pays()
+    assert p.pays() and not p.probing and p.pays()
 
 
 class _Replay:
@@ -165,6 +194,8 @@ def test_draft_config_is_checked():
         DraftConfig(min_match=3, max_match=2)
     with pytest.raises(ValueError):
         DraftConfig(max_draft=0)
+    with pytest.raises(ValueError, match="max_hold"):
+        DraftConfig(max_hold=-1)
     with pytest.raises(ParamsError, match="speculate"):
         SamplingParams(speculate="yes")
 
