@@ -76,8 +76,7 @@ def run_one(engine, prompt, mode: str, max_tokens: int) -> dict:
             # the seconds the run's rate implies for all its tokens after the first (off: decode_tok_s is the device
             # timer's rate over the tokens it timed, which may end before the last: decode_ms alone would be short)
             secs = (s.generated_tokens - 1) / s.decode_tok_s if s.decode_tok_s else 0.0
-            return {"ids": ids, "tokens": s.generated_tokens, "s": secs,
-                    "effective_tok_s": s.effective_tok_s, "drafted": s.drafted, "accepted": s.accepted,
+            return {"ids": ids, "tokens": s.generated_tokens, "s": secs, "drafted": s.drafted, "accepted": s.accepted,
                     "verify_steps": s.verify_steps}
         ids.extend(ev.token_ids)
     raise RuntimeError("generate ended without a FinishEvent")
