@@ -137,12 +137,15 @@ def simulate_loop(prompt_ids: list[int], output: list[int], cfg: DraftConfig, la
 
 
 def variant(spec: str) -> DraftConfig:
-    """DraftConfig() with "field=value,..." overrides ("" for the defaults)."""
-    def value(field: str, text: str):
-        kind = type(getattr(DraftConfig(), field))
-        return text in ("True", "true", "1") if kind is bool else kind(text)
-
-    return replace(DraftConfig(), **{k: value(k, v) for k, v in (kv.split("=") for kv in filter(None, spec.split(",")))})
+    """DraftConfig() with "field=value,..." overrides ("" for the defaults); ValueError naming what is wrong."""
+    base, kw = DraftConfig(), {}
+    for item in filter(None, spec.split(",")):
+        field, sep, text = item.partition("=")
+        if not sep or not hasattr(base, field):
+            raise ValueError(f"{item!r}: expected FIELD=VALUE with a DraftConfig field ({', '.join(vars(base))})")
+        kind = type(getattr(base, field))
+        kw[field] = text in ("True", "true", "1") if kind is bool else kind(text)
+    return replace(base, **kw)
 
 
 def decode(args) -> tuple[list, str]:
@@ -238,8 +241,12 @@ def main(argv=None):
               f"drafts, the cost check on the virtual clock), {where}")
         print("| DraftConfig | speedup | plain steps | per prompt |")
         print("|---|---:|---:|---|")
-        for spec in args.replay.split(";"):
-            speed, plain, per = replay(variant(spec), args.loop_lag)
+        try:
+            variants = [(spec, variant(spec)) for spec in args.replay.split(";")]
+        except ValueError as e:
+            raise SystemExit(f"--replay: {e}")
+        for spec, cfg in variants:
+            speed, plain, per = replay(cfg, args.loop_lag)
             print(f"| {spec or 'defaults'} | {speed:.3f}x | {plain} | " + " ".join(f"{x:.2f}" for x in per) + " |")
 
 
