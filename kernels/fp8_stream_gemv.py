@@ -10,10 +10,8 @@ an H200: gate/up's time follows the SM clock, 40% DRAM throughput; kernels/PERF.
 waits for its own loads, stages the activation, reduces, exits. Here, as in kernels.stream_gemv, a producer
 thread per CTA keeps bulk copies of the CTA's rows in flight from the kernel's start (weights do not depend on
 the previous kernel) while 8 consumer warps stage the activation once and work through the ring; the
-arithmetic is fp8_cuda_gemv's (hardware e4m3 -> f16 -> float32, float32 sums), or with `tc` on tensor cores:
-the e4m3 -> f16 conversion (exact) feeds mma.sync against the activation split in three fp16 parts (~fp32
-precision, after an exact power-of-two scale), float32 accumulation, each group's scale and offset applied to
-its sums. CUDA C: kernels/csrc/fp8_stream_gemv.cu.
+arithmetic is fp8_cuda_gemv's (hardware e4m3 -> f16 -> float32, float32 sums). CUDA C:
+kernels/csrc/fp8_stream_gemv.cu.
 """
 
 from __future__ import annotations
@@ -53,28 +51,19 @@ def slot_columns(k: int, cap: int = MAX_KC) -> int:
     return -(-(-(-k // n)) // 128) * 128
 
 
-TC_MAX_K = 4 * NWARP * 32 * 12  # tc: K up to 12,288 (each consumer thread holds its 12 float4s of the activation)
-
-
-def plan(mode: str, units: int, k: int, sms: int, budget: int | None = None, wks: int | None = None,
-         tc: bool = False) -> dict:
+def plan(mode: str, units: int, k: int, sms: int, budget: int | None = None, wks: int | None = None) -> dict:
     """Grid (one CTA per SM, at most one per unit), warps per row pair (4 where a CTA has a single tile of rows
-    longer than a slot: down_proj; else 1; tc: unused, 1), columns per slot, ring slots, per-row partial sums
-    and dynamic shared memory (bytes, at most `budget`) of a launch; `wks` overrides the warps per row pair."""
+    longer than a slot: down_proj; else 1), columns per slot, ring slots, per-row partial sums and dynamic
+    shared memory (bytes, at most `budget`) of a launch; `wks` overrides the warps per row pair."""
     budget = budget or SMEM_BUDGET
     grid = max(1, min(sms, units))
     per_cta = -(-units // grid)
-    wks = 1 if tc else wks or (4 if per_cta <= MT and k > MAX_KC else 1)
-    sums = MODES[mode][2] * per_cta * (NWARP if tc else wks)
-    if tc:  # activation as fp16 MMA fragments (3 parts: 6 bytes a value), group sums, row sums
-        fixed = 6 * k + 4 * (k // 32) + 4 * sums
-    else:  # activation as float32, chunk sums, row sums
-        fixed = 4 * k + 4 * (k // 16) + 4 * sums
+    wks = wks or (4 if per_cta <= MT and k > MAX_KC else 1)
+    sums = MODES[mode][2] * per_cta * wks
+    fixed = 4 * k + 4 * (k // 16) + 4 * sums  # staged activation, chunk sums, row sums
     kc = slot_columns(k)
 
-    def stage(c: int) -> int:  # bytes of a slot: e4m3, then the scales and offsets (tc: rows padded, as the .cu's SROW)
-        if tc:
-            return MT * (c + 16) + 2 * MT * (c // 32 + (4 if (c // 128) % 2 == 0 else 0)) * 4
+    def stage(c: int) -> int:  # bytes of a slot: e4m3, then the scales and offsets
         return MT * c + 2 * MT * (c // 32) * 4
     while kc > 128 and fixed + 2 * stage(kc) > budget:
         kc = slot_columns(k, kc - 128)
@@ -83,20 +72,19 @@ def plan(mode: str, units: int, k: int, sms: int, budget: int | None = None, wks
 
 
 def source(mode: str, k: int, kc: int, stages: int, norm_kind: int = -1, bias_kind: int = -1, early: bool = False,
-           pf: bool = False, wks: int = 1, tc: bool = False) -> tuple[str, str]:
-    """(CUDA source, kernel name) of a variant; kinds: -1 none, 0 bf16, 1 fp16, 2 fp32; tc: tensor cores."""
+           pf: bool = False, wks: int = 1) -> tuple[str, str]:
+    """(CUDA source, kernel name) of a variant; kinds: -1 none, 0 bf16, 1 fp16, 2 fp32."""
     m, name = MODES[mode][:2]
     assert k % 128 == 0 and kc % 128 == 0 and stages >= 1 and NWARP % wks == 0
-    assert not tc or k <= TC_MAX_K, f"tc: K up to {TC_MAX_K}"
     defines = {"KERNEL_NAME": name, "MODE": m, "KDIM": k, "KC": kc, "NS": stages, "WKS": wks, "NORM_KIND": norm_kind,
-               "BIAS_KIND": bias_kind, "EARLY": int(early), "PF": int(pf), "TC": int(tc)}
+               "BIAS_KIND": bias_kind, "EARLY": int(early), "PF": int(pf)}
     return "".join(f"#define {a} {b}\n" for a, b in defines.items()) + _SOURCE, name
 
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, mode: str, k: int, kc: int, stages: int, smem: int, norm_kind: int, bias_kind: int,
-            early: bool, pf: bool, wks: int, tc: bool):
-    src, name = source(mode, k, kc, stages, norm_kind, bias_kind, early, pf, wks, tc)
+            early: bool, pf: bool, wks: int):
+    src, name = source(mode, k, kc, stages, norm_kind, bias_kind, early, pf, wks)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", COMPILE_OPTIONS)
     return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem, 1)
@@ -115,7 +103,7 @@ def supported(q: torch.Tensor) -> bool:
 
 def _launch(mode: str, q, scale, offset, act, out, units: int, *, norm_w=None, bias=None, eps: float = 1e-6,
             pdl: bool = False, early: bool = False, pf: torch.Tensor | None = None, budget: int | None = None,
-            wks: int | None = None, tc: bool = False) -> None:
+            wks: int | None = None) -> None:
     assert supported(q), "the streamed FP8 GEMVs need contiguous e4m3 weights, K % 128 == 0, a Hopper GPU with NVRTC"
     assert scale.is_contiguous() and offset.is_contiguous() and scale.data_ptr() % 16 == 0 \
         and offset.data_ptr() % 16 == 0, "scale and offset: contiguous, 16-byte aligned (bulk copies)"
@@ -124,9 +112,9 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, *, norm_w=None, b
         "norm_w must be aligned to 4 of its elements (read 4 at a time)"
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
     k = q.shape[1]
-    p = plan(mode, units, k, _sms(dev), budget, wks, tc)
+    p = plan(mode, units, k, _sms(dev), budget, wks)
     kern = _kernel(dev, mode, k, p["kc"], p["stages"], p["smem"], -1 if norm_w is None else _KIND[norm_w.dtype],
-                   -1 if bias is None else _KIND[bias.dtype], early, pf is not None, p["wks"], tc)
+                   -1 if bias is None else _KIND[bias.dtype], early, pf is not None, p["wks"])
     prm = _Params(q.data_ptr(), scale.data_ptr(), offset.data_ptr(), act.data_ptr(),
                   norm_w.data_ptr() if norm_w is not None else 0, bias.data_ptr() if bias is not None else 0,
                   out.data_ptr(), pf.data_ptr() if pf is not None else 0, pf.numel() if pf is not None else 0,
@@ -137,44 +125,40 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, *, norm_w=None, b
 def fp8_stream_rmsnorm_gemv(
     x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, out: torch.Tensor,
     norm_w: torch.Tensor | None = None, eps: float = 1e-6, bias: torch.Tensor | None = None,
-    *, pdl: bool = False, early: bool = False, budget: int | None = None, tc: bool = False,
+    *, pdl: bool = False, early: bool = False, budget: int | None = None,
 ) -> torch.Tensor:
     """Same contract as kernels.fp8_rmsnorm_gemv.fp8_rmsnorm_gemv (reference: fp8_rmsnorm_gemv_ref); early:
-    release the next kernel (PDL) at the start; budget: shared memory per CTA (default SMEM_BUDGET); tc: the
-    dot products on tensor cores."""
+    release the next kernel (PDL) at the start; budget: shared memory per CTA (default SMEM_BUDGET)."""
     check_fp8(q, scale, offset)
     n, k = q.shape
     check_rmsnorm_gemv_args(n, k, x, out, norm_w, bias, q.device)
     _launch("rmsnorm_gemv", q, scale, offset, x, out, n, norm_w=norm_w, bias=bias, eps=eps, pdl=pdl, early=early,
-            budget=budget, tc=tc)
+            budget=budget)
     return out
 
 
 def fp8_stream_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor,
                              x: torch.Tensor, *, pdl: bool = False, l2_prefetch: torch.Tensor | None = None,
-                             early: bool = False, budget: int | None = None, wks: int | None = None,
-                             tc: bool = False) -> torch.Tensor:
+                             early: bool = False, budget: int | None = None, wks: int | None = None) -> torch.Tensor:
     """Same contract as kernels.fp8_gemv_residual.fp8_gemv_residual (reference: fp8_gemv_residual_ref):
     x[N] += W @ a in place; l2_prefetch: a flat tensor (16-byte aligned, a multiple of 16 bytes) whose bytes
     the producers prefetch into L2 after their copies, an even share each; wks: warps per row pair (None: the
-    plan's); tc: the dot products on tensor cores."""
+    plan's)."""
     n, k = check_residual_args(a, q, scale, offset, x)
     pf = None
     if l2_prefetch is not None:
         pf = l2_prefetch.reshape(-1).view(torch.uint8)
         assert pf.numel() % 16 == 0 and pf.data_ptr() % 16 == 0, "l2_prefetch: 16-byte aligned, 16-byte multiple"
-    _launch("residual", q, scale, offset, a, x, n, pdl=pdl, early=early, pf=pf, budget=budget, wks=wks, tc=tc)
+    _launch("residual", q, scale, offset, a, x, n, pdl=pdl, early=early, pf=pf, budget=budget, wks=wks)
     return x
 
 
 def fp8_stream_rmsnorm_gate_up_silu(
     x: torch.Tensor, norm_w: torch.Tensor, eps: float, q: torch.Tensor, scale: torch.Tensor,
     offset: torch.Tensor, out: torch.Tensor, *, pdl: bool = False, early: bool = False, budget: int | None = None,
-    tc: bool = False,
 ) -> torch.Tensor:
     """Same contract as kernels.fp8_gate_up_silu.fp8_rmsnorm_gate_up_silu (reference:
-    fp8_rmsnorm_gate_up_silu_ref); tc: the dot products on tensor cores."""
+    fp8_rmsnorm_gate_up_silu_ref)."""
     i, k = check_gate_up_args(x, norm_w, q, scale, offset, out)
-    _launch("gate_up", q, scale, offset, x, out, i, norm_w=norm_w, eps=eps, pdl=pdl, early=early, budget=budget,
-            tc=tc)
+    _launch("gate_up", q, scale, offset, x, out, i, norm_w=norm_w, eps=eps, pdl=pdl, early=early, budget=budget)
     return out

@@ -66,8 +66,6 @@ class Tuning:
                                        "of kernels.fp8_cuda_gemv (H200 step, gate/up: 1.5B 1050 -> 997 us, "
                                        "Llama-3.2-1B 759 -> 706, 3B 1795 -> 1595; and down: 967 / 698 / 1652)",
                                        "PERF.md: FP8 streamed GEMVs")
-    fp8_mma: bool = knob(False, "the streamed FP8 GEMVs' dot products on tensor cores (e4m3 -> fp16 MMAs against "
-                         "the activation in three fp16 parts) instead of CUDA cores", "PERF.md: FP8 streamed GEMVs")
     fp8_stream_max_k: int = knob(8960, "weights stream only up to this K: the 3B's down_proj (K = 11008, six "
                                  "slots a row) is slower streamed", "PERF.md: FP8 streamed GEMVs")
     stream_gemv: bool = knob(True, "o_proj (and QKV, gate/up up to stream_max_hidden) stream their weights "

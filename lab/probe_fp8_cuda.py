@@ -8,7 +8,7 @@ For every layer weight of each shape (QKV, o_proj, gate/up, down): time per laun
 lab.bench_kernels.in_graph_us) of the CUDA FP8 kernel with the rule's config (fp8_cuda_gemv.config_for) and
 a few other configs, the Triton FP8 kernel (its rule), the bf16 Triton kernel (this GPU's tuning row) and
 the bf16 streamed CUDA kernel (kernels.stream_gemv, default budget; QKV, o_proj, gate/up), the streamed FP8
-kernel (kernels.fp8_stream_gemv, "fp8 stream"; on tensor cores "fp8 stream tc"); bytes read /
+kernel (kernels.fp8_stream_gemv, "fp8 stream"); bytes read /
 time and that as a share of the copy bandwidth. A table last. Not a test; the end-to-end number is
 inference.bench --weights fp8,bf16.
 """
@@ -83,14 +83,11 @@ def launchers(kind, n, k, quick=False):
     if kind == "gate_up":
         fns["fp8 stream"] = lambda w: fp8_stream_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out,
                                                                       pdl=True)
-        fns["fp8 stream tc"] = lambda w: fp8_stream_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out,
-                                                                         pdl=True, tc=True)
         fns["triton fp8"] = lambda w: fp8_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out, pdl=True)
         fns["bf16 triton"] = lambda w: rmsnorm_gate_up_silu(x, nw, 1e-6, w, out, pdl=True, tuning=tuning)
         fns["bf16 stream"] = lambda w: stream_gemv.stream_gate_up_silu(x, nw, 1e-6, w, out, pdl=True)
     elif kind == "residual":
         fns["fp8 stream"] = lambda w: fp8_stream_gemv_residual(x, w.q, w.scale, w.offset, out, pdl=True)
-        fns["fp8 stream tc"] = lambda w: fp8_stream_gemv_residual(x, w.q, w.scale, w.offset, out, pdl=True, tc=True)
         if not quick:  # other warps per row pair than the plan's
             for wks in (1, 2, 8):
                 fns[f"fp8 stream wks{wks}"] = lambda w, v=wks: fp8_stream_gemv_residual(
@@ -101,8 +98,6 @@ def launchers(kind, n, k, quick=False):
             fns["bf16 stream"] = lambda w: stream_gemv.stream_gemv_residual(x, w, out, pdl=True)
     else:
         fns["fp8 stream"] = lambda w: fp8_stream_rmsnorm_gemv(x, w.q, w.scale, w.offset, out, norm_w=nw, pdl=True)
-        fns["fp8 stream tc"] = lambda w: fp8_stream_rmsnorm_gemv(x, w.q, w.scale, w.offset, out, norm_w=nw, pdl=True,
-                                                                 tc=True)
         fns["triton fp8"] = lambda w: fp8_rmsnorm_gemv(x, w.q, w.scale, w.offset, out, norm_w=nw, pdl=True)
         fns["bf16 triton"] = lambda w: rmsnorm_gemv(x, w, out, norm_w=nw, pdl=True, tuning=tuning)
         fns["bf16 stream"] = lambda w: stream_gemv.stream_rmsnorm_gemv(x, w, out, norm_w=nw, pdl=True)

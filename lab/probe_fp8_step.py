@@ -6,8 +6,7 @@ Variants: "triton" (the Triton FP8 GEMVs), "cuda" (kernels.fp8_cuda_gemv, this G
 after "/": "e" o_proj releases gate/up right after its PDL wait (the row's fp8_o_proj_early), "n" no
 down_proj L2 prefetch (fp8_down_l2_prefetch = 0), "s" the streamed FP8 GEMVs (kernels.fp8_stream_gemv) for all
 four weights, "q" / "o" / "g" / "d" each for QKV / o_proj / gate/up / down, "c" none (CUDA-core kernels only;
-the row's fp8_stream), "m" the streamed ones on tensor cores (fp8_mma), "M" on CUDA cores, "k" stream any K
-(fp8_stream_max_k 12,288); set through FastRunner.use_tuning. Each variant: the
+the row's fp8_stream); set through FastRunner.use_tuning. Each variant: the
 step's CUDA graph captured with those kernels, replayed back to back (us per step, median of 3 rounds,
 variants alternating), random FP8 weights. Prints a table last.
 """
@@ -35,10 +34,6 @@ def use(runner, variant: str) -> None:
     streamed = tuple(w for f, w in (("q", "qkv"), ("o", "o"), ("g", "gate_up"), ("d", "down")) if f in flags or "s" in flags)
     if streamed or "c" in flags:
         row = replace(row, fp8_stream=streamed)
-    if "m" in flags or "M" in flags:
-        row = replace(row, fp8_mma="m" in flags)
-    if "k" in flags:
-        row = replace(row, fp8_stream_max_k=12288)
     runner.use_tuning(row, gemv="overlap" if mode == "cuda" else mode)
 
 

@@ -259,14 +259,9 @@ def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str,
         def kind(weight: str) -> str:
             streamed = weight in t.fp8_stream and weight in target.fp8_stream and k[weight] <= t.fp8_stream_max_k
             return "fp8_stream_" if streamed else fp8
-
-        def fp8_launch(weight: str, op: str, **kw) -> Launch:  # the streamed ones on tensor cores where the row says
-            if kind(weight) == "fp8_stream_" and t.fp8_mma:
-                kw["tc"] = True
-            return launch(kind(weight) + op, **kw)
-        down = fp8_launch("down", "gemv_residual", l2_prefetch=ahead)
-        o_proj = fp8_launch("o", "gemv_residual", early=t.fp8_o_proj_early)
-        qkv, gate_up = fp8_launch("qkv", "rmsnorm_gemv"), fp8_launch("gate_up", "rmsnorm_gate_up_silu")
+        down = launch(f"{kind('down')}gemv_residual", l2_prefetch=ahead)
+        o_proj = launch(f"{kind('o')}gemv_residual", early=t.fp8_o_proj_early)
+        qkv, gate_up = launch(f"{kind('qkv')}rmsnorm_gemv"), launch(f"{kind('gate_up')}rmsnorm_gate_up_silu")
     else:
         down = launch("fp8_gemv_residual", l2_prefetch=ahead)
         o_proj, qkv, gate_up = launch("fp8_gemv_residual"), launch("fp8_rmsnorm_gemv"), launch("fp8_rmsnorm_gate_up_silu")
