@@ -388,11 +388,16 @@ def few_split_rows(cfg: AttentionConfig) -> int:
 
 
 def attention_config(head_dim: int, cache_dtype: torch.dtype) -> AttentionConfig:
-    """Fixed rule from an in-graph sweep on an H200 (kernels/PERF.md); tiny tiles under the interpreter."""
+    """Fixed rule from an in-graph sweep on an H200 (kernels/PERF.md); tiny tiles under the interpreter.
+    head_dim <= 64: 2 warps and 2 stages, so that twice the programs share an SM (a split at short context is one
+    64-row tile: its latency counts, not its throughput): one H100, the 135M model's heads, a verify step's 16
+    columns at ctx 512 9.94 -> 6.56 us, 8 columns 5.97 -> 6.13, one column 4.57 -> 4.48, at ctx 4096 7.58 -> 6.51
+    (lab.probe_attention_splits --configs; bench-results/h100-2026-11-26-session10/)."""
     if interpreting():
         return AttentionConfig(block_t=16, split_dots=False, verify_split_programs=2)
-    return AttentionConfig(block_t=64, num_warps=4, num_stages=3, split_dots=cache_dtype != torch.float32,
-                           min_chunk=64, verify_split_programs=11)
+    small = head_dim <= 64
+    return AttentionConfig(block_t=64, num_warps=2 if small else 4, num_stages=2 if small else 3,
+                           split_dots=cache_dtype != torch.float32, min_chunk=64, verify_split_programs=11)
 
 
 def decode_attention(
