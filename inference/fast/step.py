@@ -125,8 +125,13 @@ def bind_step(plan: LayerPlan, s, workspace, kernels: dict[str, Callable] = KERN
         after = w.layers[i + 1].qkv if i + 1 < len(w.layers) else w.lm_head  # what the kernel after down reads
         at = dict(layer=layer, after=after)
         layers.append(LayerLaunches(
+            # The step's first launch waits for the whole step before it (no PDL): the kernels that follow it early
+            # may read pos and old cache rows before their own PDL wait (kernels.cluster_attention), and the step
+            # before writes pos in its last kernel's tail, after releasing its dependents. A graph replay starts
+            # after the previous one anyway; launched eagerly, the next step's attention read a stale pos (greedy
+            # tokens differed from run to run on an H100: scripts/gpu/determinism10.py).
             qkv=bind(plan.qkv, s.x, *operands(layer.qkv), s.qkv, norm_w=layer.attn_norm, eps=eps,
-                     bias=layer.qkv_bias, pdl=pdl, **at),
+                     bias=layer.qkv_bias, pdl=pdl and i > 0, **at),
             attention=bind(plan.attention, s.qkv, s.pos, s.cache.k[i], s.cache.v[i], s.model.cos, s.model.sin,
                            s.attn, workspace, s.scale, q_norm=layer.q_norm, k_norm=layer.k_norm, eps=eps, pdl=pdl,
                            **at),
