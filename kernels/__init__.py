@@ -10,6 +10,7 @@ grid, and a plain PyTorch `<name>_ref` twin the tests compare against:
 - `lm_head_argmax`    final norm + LM head + argmax + feed_token's tail (greedy step's last launch)
 - `gumbel_argmax`     Gumbel-max draw (the Sampler's noise, bit for bit) + feed_token's tail
 - `feed_token`        token / position update, host ring, next token's embedding into x
+- `embed_cols`        a verify step's input columns: x, then the drafted tokens' embedding rows
 - `*_cols`            k-column twins of rmsnorm_gemv, gemv_residual, gate_up_silu, lm_head_argmax (+ the
                       draft's acceptance) and decode_attention for speculative decoding's verify step:
                       weights read once for k tokens, each column bit for bit the one-column kernel's

@@ -38,6 +38,7 @@ from torch import Tensor
 from kernels.cols_gemv import cols_gemv_residual, cols_lm_head_argmax, cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv
 from kernels.decode_attention import AttentionWorkspace, attention_config, few_split_rows
 from kernels.decode_attention_cols import decode_attention_cols
+from kernels.embed_cols import embed_cols
 from kernels.gate_up_silu_cols import rmsnorm_gate_up_silu_cols
 from kernels.gemv_mma_cols import gemv_residual_mma, rmsnorm_gate_up_silu_mma, rmsnorm_gemv_mma
 from kernels.gemv_residual_cols import gemv_residual_cols
@@ -133,9 +134,7 @@ class FastVerifier:
         w, pdl, eps = self.w, self.pdl, self.cfg.rms_norm_eps
         X, qkv, attn, h = self.X[:kc], self.qkv[:kc], self.attn[:kc], self.h[:kc]
         draft, klen, result = self.dev_in[slot][:-1], self.dev_in[slot][-1:], self.result[slot][kc]
-        X[0].copy_(self.x)
-        if kc > 1:
-            X[1:].copy_(w.embed.index_select(0, draft[:kc - 1]))
+        embed_cols(self.x, draft, w.embed, X)  # X[0] = x, X[c] = embed[draft[c - 1]]: one launch
         if self.gemv in ("mma", "cols"):
             fs = ((rmsnorm_gemv_mma, gemv_residual_mma, rmsnorm_gate_up_silu_mma) if self.gemv == "mma" else
                   (cols_rmsnorm_gemv, cols_gemv_residual, cols_rmsnorm_gate_up_silu))
