@@ -1,12 +1,13 @@
-"""Which kernel choice makes the 1.5B shape's greedy fast path differ between runs (tests/inference/test_fast_path.py
-fails on an H100: graph vs eager at token ~19). Runs each variant's greedy 64 tokens 4 times (graph, graph, eager,
-eager) and prints the first index where a run differs from the first."""
+"""Whether the 1.5B shape's greedy fast path gives the same tokens graph-replayed and launched eagerly, per variant:
+the default kernels, PDL off, the streamed / cluster kernels without early release. Each variant's 64 greedy tokens
+run 5 times (graph, graph, eager, eager, graph); prints the first index where a run differs from the first. It
+located the eager-step race on pos fixed in inference.fast.step.bind_step (lab/HISTORY.md, tenth session).
+    python3 scripts/gpu/determinism10.py   (GPU; logs: bench-results/h100-2026-11-26-session10/eager10/)"""
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-import torch
-
+import inference.fast.step as step_mod
 from inference.engine import Engine, FinishEvent
 from inference.prompts import Prompt
 from inference.sampling import SamplingParams
@@ -25,18 +26,15 @@ VARIANTS = {
     "no early": (row, "auto", "auto", True),
     "default again": (row, "auto", "auto", True),
 }
-import inference.fast.step as step_mod
 ORIG = dict(step_mod.KERNELS)
 
 
 def patched(name):
-    """KERNELS with `early` dropped from the streamed / cluster launches ("no early")."""
+    """KERNELS, with `early` dropped from the streamed / cluster launches for "no early"."""
     out = dict(ORIG)
-    drop = {"no early": "early"}.get(name)
-    if drop:
+    if name == "no early":
         for k in ("stream_rmsnorm_gemv", "stream_gemv_residual", "stream_gate_up_silu", "cluster_attention"):
-            f = ORIG[k]
-            out[k] = lambda *a, _f=f, **kw: _f(*a, **{x: y for x, y in kw.items() if x != drop})
+            out[k] = lambda *a, _f=ORIG[k], **kw: _f(*a, **{x: y for x, y in kw.items() if x != "early"})
     return out
 
 

@@ -1,3 +1,7 @@
+#!/usr/bin/env bash
+# test_fast_path.py's graph-vs-eager tests on the GPU, twice on this tree and twice on $BEFORE's inference / kernels
+# (.before: `git archive REV inference kernels`) with this tree's tests: whether a failure is new and repeatable.
+# Usage (repo root, .gpu/b carried for the gguf wheel): bash scripts/gpu/fastpath10.sh
 set -u
 export PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .gpu/b/gguf-*.whl 2>/dev/null
