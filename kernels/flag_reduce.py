@@ -1,7 +1,8 @@
 """Launcher of the flag all-reduce (kernels/csrc/flag_reduce.cu): one small kernel per reduction that sums
 every rank's float32 partial, read from the peers' symmetric buffers over NVLink, in rank order
 (`flag_reduce`: pull), or pushed by each rank into its peers' receive slots first (`flag_reduce_push`);
-and the greedy step's distributed argmax over vocabulary slices the same way (`flag_argmax`).
+the greedy step's distributed argmax over vocabulary slices the same way (`flag_argmax`); and the sum of a
+reduction fused into the streamed GEMVs (kernels.stream_gemv's Push) for the LM head (`fused_sum`).
 
     ptrs = FlagPeers(src_ptrs=[...world addresses...], flag_ptrs=[...world addresses...])
     flag_reduce(ptrs, dst, step, rank, r, per_step, pdl=True, next=None)
@@ -164,6 +165,25 @@ def flag_argmax(logits: torch.Tensor, offset: int, slots: tuple[int, ...], flags
     _kernel(logits.device.index if logits.device.index is not None else torch.cuda.current_device(),
             "flag_argmax").launch((1, 1, 1), ARGMAX_THREADS, args, pdl=pdl)
     return out
+
+
+def fused_sum(slots: torch.Tensor, step: torch.Tensor, dst: torch.Tensor, world: int, per_step: int, use: int, *,
+              pdl: bool = False) -> torch.Tensor:
+    """The fused reduction's sum for a kernel that does not reduce in itself (the LM head): dst = this rank's
+    receive slots (slots: world x n int64 words, slot q pushed by rank q's residual GEMV, kernels.stream_gemv.Push:
+    value bits low, epoch high) summed in rank order, each word read once it carries epoch = (step[0] - 1) *
+    per_step + use + 1 (kernels.stream_gemv.ReduceIn's rule). Launched on the current stream."""
+    n = dst.numel()
+    assert dst.dtype == torch.float32 and dst.is_contiguous() and dst.is_cuda and n % 4 == 0, \
+        "fused sum: dst must be a contiguous float32 CUDA vector of a multiple of 4 elements"
+    assert slots.dtype == torch.int64 and slots.is_contiguous() and slots.numel() == world * n
+    assert step.dtype == torch.int64 and step.numel() == 1 and step.device == dst.device
+    assert 1 <= world <= MAX_RANKS and 0 <= use < per_step
+    args = [ctypes.c_void_p(slots.data_ptr()), ctypes.c_void_p(step.data_ptr()), ctypes.c_void_p(dst.data_ptr()),
+            ctypes.c_int(n), ctypes.c_int(world), ctypes.c_int(per_step), ctypes.c_int(use)]
+    _kernel(dst.device.index if dst.device.index is not None else torch.cuda.current_device(), "fused_sum").launch(
+        (blocks_for(n), 1, 1), THREADS, args, pdl=pdl)
+    return dst
 
 
 def reference(partials: list[torch.Tensor]) -> torch.Tensor:

@@ -53,9 +53,44 @@ class _Phase(ctypes.Structure):
                 ("units", ctypes.c_int), ("K", ctypes.c_int), ("late", ctypes.c_int), ("deficit", ctypes.c_int)]
 
 
+MAX_RANKS = 8  # the fused reduction's ranks at most (kernels.flag_reduce's)
+
+
+class _Fuse(ctypes.Structure):
+    _fields_ = [("slot", ctypes.c_void_p * MAX_RANKS), ("x", ctypes.c_void_p), ("step", ctypes.c_void_p),
+                ("rank", ctypes.c_int), ("world", ctypes.c_int), ("per_step", ctypes.c_int), ("use", ctypes.c_int)]
+
+
 class _Params(ctypes.Structure):
     _fields_ = [("p", _Phase), ("eps", ctypes.c_float), ("pad", ctypes.c_int), ("pf", ctypes.c_void_p * 2),
-                ("pf_bytes", ctypes.c_uint64 * 2)]
+                ("pf_bytes", ctypes.c_uint64 * 2), ("f", _Fuse)]
+
+
+@dataclass(frozen=True)
+class Push:
+    """A residual GEMV's tensor-parallel reduction, fused (its producer side): each output row, rank 0's with the
+    residual x added, the others' without, goes to slot `rank` of every rank's receive buffer (slots[q]: rank q's
+    buffer of world x rows int64 words, as mapped on this device) as one 8-byte word, value bits low and epoch high
+    (epoch = (step[0] - 1) * per_step + use + 1; step: a one-element int64 device counter of the fused steps, this
+    one included). x is read, not written."""
+    slots: tuple[int, ...]
+    rank: int
+    step: torch.Tensor
+    per_step: int
+    use: int
+
+
+@dataclass(frozen=True)
+class ReduceIn:
+    """A normalizing GEMV's input as a tensor-parallel reduction, fused (its consumer side): the activation passed
+    to the launch is this rank's receive buffer (world x K int64 words, slot q from rank q, Push's format); the
+    kernel reads each word until it carries this use's epoch (Push's rule) and uses the slots' sum in rank order,
+    which CTA 0 also writes to x."""
+    step: torch.Tensor
+    world: int
+    per_step: int
+    use: int
+    x: torch.Tensor
 
 
 @dataclass(frozen=True)
@@ -113,26 +148,27 @@ def supported(w: torch.Tensor) -> bool:
 
 
 @lru_cache(maxsize=None)
-def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: bool = False) -> tuple[str, str]:
-    """(CUDA source, kernel name) for sig = (mode, norm_kind, bias_kind, K), kinds -1 for none."""
+def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: bool = False, fuse: int = 0) -> tuple[str, str]:
+    """(CUDA source, kernel name) for sig = (mode, norm_kind, bias_kind, K), kinds -1 for none; fuse: 0 none,
+    1 Push, 2 ReduceIn."""
     mode, norm_kind, bias_kind, k = sig
     m, name = MODES[mode][:2]
     kc = chunk(k, kc)
     if m < 2:
         consume = (f"consume_cc<{m}, {kc}, {norm_kind}, {bias_kind}>(prm.p, s, ring, full, empty, (float*)xb, red, "
-                   f"prm.eps);")
+                   f"prm.eps, prm.f);")
     else:
-        consume = f"consume_gate_up<{kc}, {norm_kind}>(prm.p, s, ring, full, empty, acc, xb, red, prm.eps);"
+        consume = f"consume_gate_up<{kc}, {norm_kind}>(prm.p, s, ring, full, empty, acc, xb, red, prm.eps, prm.f);"
     defines = {"KERNEL_NAME": name, "W_HALF": int(w_half), "SLOT_KC": kc, "ROW_PAD": ROW_PAD, "NS": stages,
-               "SUMS": sums, "EARLY": int(early), "PRODUCE": f"produce<{m}, {kc}>(prm.p, s, ring, full, empty);",
-               "CONSUME": consume}
+               "SUMS": sums, "EARLY": int(early), "FUSE": fuse, "MAX_RANKS": MAX_RANKS,
+               "PRODUCE": f"produce<{m}, {kc}>(prm.p, s, ring, full, empty);", "CONSUME": consume}
     return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE, name
 
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, sig: tuple, w_half: bool, stages: int, sums: int, smem: int, carveout: int | None,
-            kc: int, early: bool = False):
-    src, name = source(sig, w_half, stages, sums, kc, early)
+            kc: int, early: bool = False, fuse: int = 0):
+    src, name = source(sig, w_half, stages, sums, kc, early, fuse)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
     return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem, 1, carveout)
@@ -143,12 +179,25 @@ def _sms(device_index: int) -> int:
     return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
-def _check(op: Op) -> None:
+def _check(op: Op, fuse: Push | ReduceIn | None = None) -> None:
     n, k = op.w.shape
     assert op.mode in MODES, f"unknown mode {op.mode!r}"
+    if isinstance(fuse, Push):
+        assert op.mode == "residual", "only a residual GEMV pushes its rows"
+        assert 1 <= len(fuse.slots) <= MAX_RANKS and 0 <= fuse.rank < len(fuse.slots)
+    if isinstance(fuse, ReduceIn):
+        assert op.mode != "residual", "a residual GEMV's input is not a reduction"
+    if fuse is not None:
+        assert 0 <= fuse.use < fuse.per_step
+        assert fuse.step.dtype == torch.int64 and fuse.step.numel() == 1 and fuse.step.device == op.w.device
     assert supported(op.w), "stream_gemv needs contiguous bf16/fp16 weights, K % 16 == 0, a Hopper GPU with NVRTC"
     assert n % MODES[op.mode][2] == 0, "gate_up must have an even number of rows"
-    check_vec(op.act, k, "act")
+    if isinstance(fuse, ReduceIn):
+        assert 1 <= fuse.world <= MAX_RANKS
+        check_vec(fuse.x, k, "x")
+        check_vec(op.act, fuse.world * k, "act (the receive slots)", (torch.int64,))
+    else:
+        check_vec(op.act, k, "act")
     check_vec(op.out, op.units, "out")
     assert op.act.data_ptr() % 16 == 0, "the activation must be 16-byte aligned"
     assert op.act.device == op.out.device == op.w.device
@@ -161,7 +210,7 @@ def _check(op: Op) -> None:
 
 def stream_op(op: Op, eps: float = 1e-6, *, pdl: bool = False, budget: int | None = None, early: bool = False,
               carveout: int | None = None, skew: tuple[int, int] = (0, 0),
-              l2_prefetch: tuple[torch.Tensor, ...] = ()) -> None:
+              l2_prefetch: tuple[torch.Tensor, ...] = (), fuse: Push | ReduceIn | None = None) -> None:
     """Run `op` in one launch, its weights streamed through the shared-memory ring. budget: shared memory
     per CTA in bytes (default SMEM_BUDGET; less lets the CTAs share an SM with the neighbouring kernels').
     early: release the next kernel (PDL) as soon as this one starts instead of after its wait. carveout:
@@ -172,19 +221,29 @@ def stream_op(op: Op, eps: float = 1e-6, *, pdl: bool = False, budget: int | Non
     more. l2_prefetch: up to two contiguous tensors (16-byte aligned, sizes multiples of 16 bytes) whose
     bytes the CTAs prefetch into L2 after issuing their own copies, each CTA an even share: weights of the
     kernel after this one, fetched while HBM would idle (the runner's hidden-2048 o_proj: gate/up's first
-    rows)."""
-    _check(op)
+    rows). fuse: a tensor-parallel reduction fused into the launch (Push: a residual GEMV's output; ReduceIn:
+    a normalizing GEMV's input)."""
+    _check(op, fuse)
     dev = op.w.device.index if op.w.device.index is not None else torch.cuda.current_device()
     p = plan(op, _sms(dev), budget, skew=skew)
     sig = (op.mode, -1 if op.norm_w is None else _KIND[op.norm_w.dtype],
            -1 if op.bias is None else _KIND[op.bias.dtype], op.w.shape[1])
+    fuse_kind = 1 if isinstance(fuse, Push) else 2 if isinstance(fuse, ReduceIn) else 0
     kern = _kernel(dev, sig, op.w.dtype == torch.float16, p["stages"], p["sums"], p["smem"], carveout, p["kc"],
-                   early)
+                   early, fuse_kind)
     prm = _Params()
     prm.p = _Phase(op.w.data_ptr(), op.act.data_ptr(), op.norm_w.data_ptr() if op.norm_w is not None else 0,
                    op.bias.data_ptr() if op.bias is not None else 0, op.out.data_ptr(), op.units, op.w.shape[1],
                    *skew)
     prm.eps = eps
+    if fuse is not None:
+        prm.f.step, prm.f.per_step, prm.f.use = fuse.step.data_ptr(), fuse.per_step, fuse.use
+    if isinstance(fuse, Push):
+        for q, slot in enumerate(fuse.slots):
+            prm.f.slot[q] = slot
+        prm.f.rank, prm.f.world = fuse.rank, len(fuse.slots)
+    elif isinstance(fuse, ReduceIn):
+        prm.f.x, prm.f.world = fuse.x.data_ptr(), fuse.world
     assert len(l2_prefetch) <= 2, "at most two l2_prefetch spans"
     for j, t in enumerate(l2_prefetch):
         n = t.numel() * t.element_size()

@@ -3,7 +3,7 @@ shard, the step's reductions inside the same CUDA graph.
 
 `FastRankRunner` is `FastRunner` (inference.fast.runner: fused Triton kernels, one CUDA graph per
 step) built on the rank's shard with the shard's config (`TPPlan.local_cfg`: its heads, FFN slice
-and vocabulary rows), plus three things a split step needs:
+and vocabulary rows), plus what a split step needs:
 - o_proj and down_proj each leave a partial sum of the layer's output in the residual buffer; an
   all-reduce captured in the graph completes it (reduce.py: NCCL's in place, or symmetric memory's
   one-shot into the other of two buffers: then a layer's attention half works in x, its MLP half in
@@ -24,16 +24,23 @@ and vocabulary rows), plus three things a split step needs:
 `time_steps` replays the step back to back with or without its collectives (the bench's
 compute-vs-sync split). GPU only; the CPU tests check the reference rank, the gpu tests of
 tests/inference/test_parallel.py check this against the one-GPU fast path.
-Not here: a fused or overlapped reduction (each all-reduce, the flag one included, is its own launch
-between two kernels).
+- with the fused reduction ("fused"), where the plan streams every GEMV (kernels.stream_gemv), no reduction
+  launches in the layers: o_proj and down_proj push their rows to every rank, gate/up and the next QKV sum
+  them as their input (`_fused_layers`; reduce.FusedReduce); the down_proj of those steps is streamed too
+  (the one-GPU plan's is Triton) and QKV / gate/up stream at any hidden size. Elsewhere it runs "flag".
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from functools import partial
+
 import torch
 from torch import Tensor
 
+from kernels import stream_gemv as stream
 from kernels.feed_token import feed_token
+from kernels.tuning import for_device
 
 from ..fast.prefill import PrefillModel
 from ..fast.runner import FastRunner
@@ -42,7 +49,7 @@ from ..sampling import SamplingParams
 from ..weights import ModelWeights
 from .comm import Comm
 from .plan import TPPlan
-from .reduce import NoReduce, make_reducer
+from .reduce import FusedReduce, NoReduce, make_reducer
 from .runner import RankRunner
 
 GREEDY = (True, False, False, False)  # Sampler.mode of greedy requests without a repetition penalty
@@ -90,9 +97,12 @@ class FastRankRunner(FastRunner):
                  attention: str = "auto", gemv: str = "auto", tuning=None, pdl: bool | None = None,
                  reduce: str = "nccl"):
         """plan: the split (FastRunner's own `plan` is its step plan); reduce: the all-reduce in the step
-        (reduce.py: "nccl", "symm" or "flag")."""
+        (reduce.py: "nccl", "symm", "flag", "flag-push" or "fused")."""
         self.tp_plan, self.rank, self.comm = plan, rank, comm
         self.ref = RankRunner(plan, rank, shard, comm, max_context)  # its sampler; logprobs requests
+        if reduce == "fused":  # QKV and gate/up stream at any hidden size: they take the reduction in
+            tuning = tuning or for_device(shard.device)
+            tuning = replace(tuning, stream_max_hidden=max(tuning.stream_max_hidden, plan.cfg.hidden_size))
         super().__init__(plan.local_cfg(), shard, max_context, pdl=pdl, attention=attention, gemv=gemv,
                          tuning=tuning)
         self.model = RankPrefill(plan.local_cfg(), shard, max_context, comm)
@@ -112,6 +122,31 @@ class FastRankRunner(FastRunner):
         self._layer_launches: dict[tuple[str, str], list[LayerLaunches]] = {}
         super()._plan(plan)
 
+    def _fusable(self) -> bool:
+        """Whether this kind of step can fuse its reductions: the fused reducer, every GEMV streamed."""
+        p, reducer = self.layer_plan, getattr(self, "reducer", None)
+        return (isinstance(reducer, FusedReduce)
+                and (p.qkv.kernel, p.o_proj.kernel, p.gate_up.kernel)
+                == ("stream_rmsnorm_gemv", "stream_gemv_residual", "stream_gate_up_silu")
+                and all(stream.supported(layer.down) for layer in self.w.layers))
+
+    def _fuse(self, layers: list[LayerLaunches]) -> list[LayerLaunches]:
+        """The layer launches (bound to x) with the reductions fused in (reduce.FusedReduce): o_proj pushes kind 0,
+        down_proj (streamed here) kind 1; gate/up reads kind 0's slots, each QKV but the first kind 1's."""
+        r = self.reducer
+        fused = []
+        for i, layer in enumerate(layers):
+            qkv = layer.qkv
+            if i > 0:
+                qkv = partial(qkv.func, r.slots(1), *qkv.args[1:], **qkv.keywords, fuse=r.reduce_in(1, i - 1, self.x))
+            o = partial(layer.o_proj.func, *layer.o_proj.args, **layer.o_proj.keywords, fuse=r.push_to(0, i))
+            g = layer.gate_up
+            gate_up = partial(g.func, r.slots(0), *g.args[1:], **g.keywords, fuse=r.reduce_in(0, i, self.x))
+            down = partial(stream.stream_gemv_residual, self.h, self.w.layers[i].down, self.x, pdl=self.pdl,
+                           budget=self.tuning.fused_down_budget, fuse=r.push_to(1, i))
+            fused.append(LayerLaunches(qkv, layer.attention, o, gate_up, down))
+        return fused
+
     def _select_attention(self, pos: int) -> None:
         """FastRunner's choice and binding of the step's launches, plus the layer launches this rank runs:
         with x_mlp apart from x, gate/up and down bound to x_mlp (a second binding of the same plan)."""
@@ -126,6 +161,12 @@ class FastRankRunner(FastRunner):
                 self._layer_launches[key] = [LayerLaunches(x.qkv, x.attention, pa.o_proj, x.gate_up, pb.down)
                                              for x, pa, pb in zip(self.launches.layers, a, b)]
             self.flag_launches = self._layer_launches[key]
+            self.fused_launches = None
+            if self._fusable():
+                key = ("fused", p.attention_kind, p.gemv_kind)
+                if key not in self._layer_launches:
+                    self._layer_launches[key] = self._fuse(self.launches.layers)
+                self.fused_launches = self._layer_launches[key]
         if getattr(self, "x_mlp", self.x) is self.x:
             self.layer_launches = self.launches.layers
             return
@@ -141,20 +182,22 @@ class FastRankRunner(FastRunner):
         (o_proj into x, down into x_mlp) leaving a partial sum that the reducer completes into the buffer
         the next half reads (x_mlp, then x); ranks other than 0 start those GEMVs from zero, so only rank
         0's partial carries the residual."""
+        if getattr(self, "fused_launches", None) and self.reducer.partials is not None:
+            return self._fused_layers()
         if self.reducer.partials is not None:
             return self._flag_layers()
-        partial = self.rank != 0
+        from_zero = self.rank != 0
         x, x_mlp = self.x, self.x_mlp
         self.reducer.begin_step(self.pdl)
         for layer in self.layer_launches:
             layer.qkv()
             layer.attention()
-            if partial:
+            if from_zero:
                 x.zero_()
             layer.o_proj()
             self.reducer(x, x_mlp)
             layer.gate_up()
-            if partial:
+            if from_zero:
                 x_mlp.zero_()
             layer.down()
             self.reducer(x_mlp, x)
@@ -174,6 +217,17 @@ class FastRankRunner(FastRunner):
             layer.gate_up()
             layer.down()
             self.reducer(b, x)
+
+    def _fused_layers(self):
+        """The layers with the fused reduction: no reduction launches between them, one sum for the LM head."""
+        self.reducer.begin_step(self.pdl, fused=True)
+        for layer in self.fused_launches:
+            layer.qkv()
+            layer.attention()
+            layer.o_proj()
+            layer.gate_up()
+            layer.down()
+        self.reducer.sum_into(self.x)
 
     def _fused_step(self) -> bool:
         return False  # the argmax spans ranks: LM head, then the distributed argmax

@@ -30,6 +30,15 @@ partial buffers are local, each rank stores its partial into every peer's receiv
 alternating with the reduction's index) before publishing, and sums with local reads only.
 Both flag reducers also give the greedy step's distributed argmax in one kernel (`argmax`), in place of
 Comm.argmax's ops and all-gather.
+"fused": no reduction launches where the step's GEMVs are all streamed (kernels.stream_gemv, the overlap plan):
+o_proj and down_proj push their output rows (rank 0's with the residual) into slot `rank` of every rank's
+receive buffer for their kind, each value in one 8-byte word with its epoch (NCCL's LL protocol: no fence, no
+flag; `push_to`); the next normalizing GEMV (gate/up, the next layer's QKV) reads the slots until they carry
+the epoch and sums them in rank order as its input, writing the sum to x from its first CTA (`reduce_in`);
+after the last layer one small kernel does the same for the LM head (`sum_into`). The bits are the flag
+reduction's (the same partials, the same order). A fused step counts itself in a device counter of its own
+(`begin_step(fused=True)`), from which the epochs follow; elsewhere (a position whose plan does not stream
+every GEMV) the flag reduction runs as "flag".
 No multicast (the launcher's environment turns it off; the multimem ops are never called).
 NoReduce: no collective (each rank alone: the bench's compute-only step; dst is left as it is).
 """
@@ -41,7 +50,7 @@ from torch import Tensor
 
 from .comm import Comm
 
-REDUCERS = ("nccl", "symm", "flag", "flag-push")
+REDUCERS = ("nccl", "symm", "flag", "flag-push", "fused")
 
 
 class NoReduce:
@@ -169,6 +178,59 @@ class FlagReduce:
         self.r += 1
 
 
+class FusedReduce(FlagReduce):
+    """The flag reduction (FlagReduce: partial buffers, flags, the greedy argmax) plus the fused one's receive
+    buffers (two kinds: 0 after o_proj, 1 after down_proj; world x hidden int64 words each, symmetric: value and
+    epoch, kernels.stream_gemv.Push) and a device counter of the fused steps. layers: uses of each kind a step."""
+
+    KINDS = 2
+
+    def __init__(self, comm: Comm, hidden_size: int, device: torch.device, layers: int):
+        import torch.distributed as dist
+
+        super().__init__(comm, hidden_size, device, 2 * layers)
+        group = dist.group.WORLD.group_name
+        self.world, self.layers, self.hidden = comm.world, layers, hidden_size
+        self.recv, hr = _symmetric(self.KINDS * comm.world * hidden_size, torch.int64, device, group)  # epoch 0: none
+        self._recv_ptrs = tuple(hr.buffer_ptrs)
+        self._counts = torch.zeros(2, dtype=torch.int64, device=device)  # (step, fused_step) bumped in one launch
+        self.step, self.fused_step = self._counts[0:1], self._counts[1:2]
+        torch.cuda.synchronize(device)
+        dist.barrier()  # every rank's slots are zero before any rank pushes
+
+    def begin_step(self, pdl: bool = False, x: Tensor | None = None, fused: bool = False) -> None:
+        """FlagReduce.begin_step; a fused step (fused=True, no x) also counts itself among the fused steps."""
+        if not fused:
+            return super().begin_step(pdl, x)
+        self._counts.add_(1)
+        self.r, self.pdl = 0, pdl
+
+    def slots(self, kind: int) -> Tensor:
+        """This rank's receive buffer of `kind` (world x hidden int64 words: slot q from rank q)."""
+        n = self.world * self.hidden
+        return self.recv[kind * n:(kind + 1) * n]
+
+    def push_to(self, kind: int, use: int):
+        """The kernels.stream_gemv.Push of the residual GEMV of `kind` in layer `use` on this rank."""
+        from kernels.stream_gemv import Push
+
+        nbytes = self.world * self.hidden * self.recv.element_size()
+        return Push(tuple(p + kind * nbytes for p in self._recv_ptrs), self.rank, self.fused_step, self.layers, use)
+
+    def reduce_in(self, kind: int, use: int, x: Tensor):
+        """The kernels.stream_gemv.ReduceIn of the normalizing GEMV that reads the `use`-th (0-based, per step)
+        reduction of `kind`, writing the sum to x."""
+        from kernels.stream_gemv import ReduceIn
+
+        return ReduceIn(self.fused_step, self.world, self.layers, use, x)
+
+    def sum_into(self, x: Tensor) -> None:
+        """x = the step's last down_proj reduction (kind 1, use layers - 1): for the LM head."""
+        from kernels import flag_reduce as fr
+
+        fr.fused_sum(self.slots(1), self.fused_step, x, self.world, self.layers, self.layers - 1, pdl=self.pdl)
+
+
 def _symmetric(n: int, dtype: torch.dtype, device: torch.device, group: str):
     """A zeroed symmetric-memory tensor of n elements and its handle (collective: every rank, same order)."""
     import torch.distributed._symmetric_memory as symm_mem
@@ -185,4 +247,6 @@ def make_reducer(kind: str, comm: Comm, hidden_size: int, device: torch.device, 
         return SymmReduce(hidden_size, device)
     if kind in ("flag", "flag-push"):
         return FlagReduce(comm, hidden_size, device, per_step, push=kind == "flag-push")
+    if kind == "fused":
+        return FusedReduce(comm, hidden_size, device, per_step // 2)
     raise ValueError(f"tensor-parallel reduction must be one of {', '.join(REDUCERS)}, not {kind!r}")

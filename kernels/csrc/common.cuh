@@ -5,6 +5,19 @@
 typedef unsigned short u16;
 typedef unsigned int u32;
 typedef unsigned long long u64;
+// Tensor parallel (flag_reduce.cu; stream_gemv.cu's fused reduction): ranks at most, and how long a wait for a
+// peer may last before it traps (a dead peer gives an error, not a hang); the global timer that measures it.
+#ifndef MAX_RANKS
+#define MAX_RANKS 8
+#endif
+#ifndef TIMEOUT_NS
+#define TIMEOUT_NS 20000000000ull
+#endif
+__device__ __forceinline__ u64 global_ns() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 __device__ __forceinline__ float h2f(u32 bits16) {  // fp16 bits -> float32
   float f; unsigned short h = (unsigned short)bits16; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
 }

@@ -16,13 +16,6 @@
 // A wait that lasts longer than TIMEOUT_NS traps (a dead peer gives an error, not a hang).
 #include "common.cuh"
 
-#ifndef MAX_RANKS
-#define MAX_RANKS 8
-#endif
-#ifndef TIMEOUT_NS
-#define TIMEOUT_NS 20000000000ull
-#endif
-
 struct SrcPtrs { const float* p[MAX_RANKS]; };
 struct FlagPtrs { u64* p[MAX_RANKS]; };
 
@@ -39,11 +32,6 @@ __device__ __forceinline__ float4 ld_volatile_f4(const float* addr) {
   asm volatile("ld.volatile.global.v4.f32 {%0,%1,%2,%3}, [%4];"
                : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(addr) : "memory");
   return v;
-}
-__device__ __forceinline__ u64 global_ns() {
-  u64 t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
 }
 
 extern "C" __global__ void flag_reduce(SrcPtrs src, FlagPtrs flags, float* __restrict__ dst,
@@ -191,4 +179,32 @@ extern "C" __global__ void __launch_bounds__(ARGMAX_THREADS) flag_argmax(
   }
   out[0] = (long long)gi;
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+// The fused reduction's last sum of a step (kernels.stream_gemv's Push / ReduceIn, LL words: value bits low,
+// epoch high; the LM head reads x): dst = the world slots of this rank's receive buffer (slots: world x n words,
+// slot q from rank q) summed in rank order as the fused consumers sum them, each word read until it carries
+// epoch = (step[0] - 1) * per_step + use + 1.
+__device__ __forceinline__ float ll_value(const u64* p, u32 epoch) {
+  u64 v = *(const volatile u64*)p;
+  if ((u32)(v >> 32) != epoch) {
+    const u64 t0 = global_ns();
+    do {
+      v = *(const volatile u64*)p;
+      if (global_ns() - t0 > TIMEOUT_NS) __trap();
+    } while ((u32)(v >> 32) != epoch);
+  }
+  return __uint_as_float((u32)v);
+}
+
+extern "C" __global__ void fused_sum(const u64* slots, const u64* __restrict__ step, float* __restrict__ dst, int n,
+                                     int world, int per_step, int use) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the step counter is written
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  const u32 epoch = (u32)((step[0] - 1) * (u64)per_step + (u64)use + 1);
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    float acc = ll_value(slots + i, epoch);
+    for (int k = 1; k < world; ++k) acc += ll_value(slots + (size_t)k * n + i, epoch);
+    dst[i] = acc;
+  }
 }

@@ -13,7 +13,17 @@ struct Phase {  // the launch's GEMV (mirrored by _Phase in Python)
 };
 // pf / pf_bytes: up to two spans of global memory that the CTAs' producers prefetch into L2 after their own
 // copies (an even share each), for the kernel after this one (stream_op's l2_prefetch)
-struct Params { Phase p; float eps; int pad; const unsigned char* pf[2]; unsigned long long pf_bytes[2]; };
+// f: a tensor-parallel reduction fused into the launch (FUSE 1: push, FUSE 2: reduce-in; see below).
+#ifndef FUSE
+#define FUSE 0
+#endif
+struct Fuse {
+  u64* slot[MAX_RANKS];    // push: rank q's receive slots (world x units words) as mapped here
+  float* x;                // reduce-in: where CTA 0 writes the sum (the residual stream)
+  const u64* step;         // the fused steps so far, this one included (a device counter)
+  int rank, world, per_step, use;  // per_step uses of this kind of slot a step, this is use `use`
+};
+struct Params { Phase p; float eps; int pad; const unsigned char* pf[2]; unsigned long long pf_bytes[2]; Fuse f; };
 
 __device__ __forceinline__ void consumers_sync() { asm volatile("bar.sync 1, %0;" :: "n"(NCONSUMER) : "memory"); }
 #if W_HALF
@@ -63,6 +73,58 @@ __device__ __forceinline__ void phase_wait() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
+// The fused tensor-parallel reduction (inference.parallel.reduce.FusedReduce owns the memory), in the low-latency
+// form of NCCL's LL protocol: every value travels with its epoch in one 8-byte store (value bits low, epoch
+// high), so a reader that sees the epoch sees the value, with no fence and no counter. A residual GEMV (MODE 1)
+// with FUSE 1 pushes: its output rows (rank 0: x + W a, the residual stream; others: W a) go to slot `rank` of
+// every rank's receive buffer (stores over NVLink). A GEMV that normalizes its input (MODE 0 or 2) with FUSE 2
+// reduces in: its activation is the sum IN RANK ORDER of this rank's world slots (`act`), each element read until
+// it carries this use's epoch; CTA 0 also writes the sum to f.x. Every rank sums the same bits in the same order,
+// so every rank gets the same x. epoch = (fused steps before this one) * per_step + use + 1: it grows with
+// every use of a buffer, and a zeroed buffer holds none. A slot is rewritten only after every rank has read it:
+// a rank pushes the next use of a buffer after it has read every peer's push to the other buffer, which each
+// peer makes only after the kernel reading this one has completed (griddepcontrol.wait, transitively).
+__device__ __forceinline__ u32 fuse_epoch(const Fuse& f) {
+  return (u32)((f.step[0] - 1) * (u64)f.per_step + (u64)f.use + 1);
+}
+// Slot words k, k+1 (k even) of one rank, once both carry `epoch`; their values.
+__device__ __forceinline__ float2 ll_load2(const u64* p, u32 epoch) {
+  u64 a, b;
+  asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+  if ((u32)(a >> 32) != epoch || (u32)(b >> 32) != epoch) {
+    const u64 t0 = global_ns();
+    do {
+      asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+      if (global_ns() - t0 > TIMEOUT_NS) __trap();  // a dead peer: an error, not a hang
+    } while ((u32)(a >> 32) != epoch || (u32)(b >> 32) != epoch);
+  }
+  return make_float2(__uint_as_float((u32)a), __uint_as_float((u32)b));
+}
+// Activation elements k..k+3: the input, or (FUSE 2) the ranks' slots summed in rank order.
+__device__ __forceinline__ float4 act4(const float* act, const Fuse& f, int k, int K) {
+#if FUSE == 2
+  const u64* slots = (const u64*)act;
+  const u32 epoch = fuse_epoch(f);
+  float2 lo = ll_load2(slots + k, epoch), hi = ll_load2(slots + k + 2, epoch);
+  float4 a = make_float4(lo.x, lo.y, hi.x, hi.y);
+  for (int q = 1; q < f.world; ++q) {
+    lo = ll_load2(slots + (size_t)q * K + k, epoch);
+    hi = ll_load2(slots + (size_t)q * K + k + 2, epoch);
+    a.x += lo.x; a.y += lo.y; a.z += hi.x; a.w += hi.y;
+  }
+  if (blockIdx.x == 0) *(float4*)(f.x + k) = a;
+  return a;
+#else
+  return __ldcg((const float4*)(act + k));
+#endif
+}
+// FUSE 1: one output row to every rank's slot `rank`, with the epoch.
+__device__ __forceinline__ void ll_push(const Fuse& f, int units, int row, float o) {
+  const u64 word = ((u64)fuse_epoch(f) << 32) | (u64)__float_as_uint(o);
+  for (int q = 0; q < f.world; ++q)
+    asm volatile("st.volatile.global.u64 [%0], %1;" :: "l"(f.slot[q] + (size_t)f.rank * units + row), "l"(word) : "memory");
+}
+
 // The RMSNorm scale from each consumer thread's partial sum of squares (1 without a norm); every consumer
 // thread is past its staging afterwards (consumers_sync).
 template <int NORM_KIND> __device__ __forceinline__ float block_rstd(float ssq, float* red, int K, float eps) {
@@ -144,7 +206,8 @@ template <int NORM_KIND> __device__ __forceinline__ float4 norm4(const void* nw,
 //   out[u] = silu(rstd * W[u] . n) * (rstd * W[units + u] . n), n = x*norm_w
 template <int KC, int NORM_KIND>
 __device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const unsigned char* ring, u64* full,
-                                                u64* empty, float* acc, u32* xb, float* red, float eps) {
+                                                u64* empty, float* acc, u32* xb, float* red, float eps,
+                                                const Fuse& f) {
   constexpr int KS = KC / (16 * NWARP), NPRE = 2;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int u0, nu;
@@ -160,10 +223,10 @@ __device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const u
 #pragma unroll
   for (int i = 0; i < NPRE; ++i) {
     const int k = (tid + i * NCONSUMER) * 4;
-    if (k < K) ssq += stage4(xb, k, __ldcg((const float4*)(ph.act + k)), nwp[i]);
+    if (k < K) ssq += stage4(xb, k, act4(ph.act, f, k, K), nwp[i]);
   }
   for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4)
-    ssq += stage4(xb, k, __ldcg((const float4*)(ph.act + k)), norm4<NORM_KIND>(ph.norm_w, k, K));
+    ssq += stage4(xb, k, act4(ph.act, f, k, K), norm4<NORM_KIND>(ph.norm_w, k, K));
   const float rstd = block_rstd<NORM_KIND>(ssq, red, K, eps);
   // ldmatrix.x4 addresses: lane l gives row l % 16, columns + 8 * (l / 16), of this warp's 16-column steps
   const u32 aoff = (lane & 15) * ROWB + (lane >> 4) * 16 + warp * KS * 32;
@@ -226,7 +289,7 @@ __device__ __forceinline__ float stage_f32(float* xs, int k, float4 v, float4 n)
 }
 template <int MODE, int KC, int NORM_KIND, int BIAS_KIND>
 __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsigned char* ring, u64* full, u64* empty,
-                                           float* xs, float* red, float eps) {
+                                           float* xs, float* red, float eps, const Fuse& f) {
   constexpr int NPRE = 2;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, K = ph.K;
   int u0, nu;
@@ -237,16 +300,19 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
   const int my = 2 * warp + (lane & 1);  // the tile row lanes 0 and 1 write
   const float bias0 = BIAS_KIND >= 0 && lane < 2 && my < nu ? any_f32<BIAS_KIND>(ph.bias, u0 + my) : 0.f;
   phase_wait();
-  const float res0 = MODE == 1 && lane < 2 && my < nu ? __ldcg(ph.out + u0 + my) : 0.f;  // beside the activation
+  // the residual beside the activation (FUSE 1: rank 0's rows of x only; the other ranks start from zero)
+  const bool has_res = MODE == 1 && (FUSE != 1 || f.rank == 0);
+  const float res0 = has_res && lane < 2 && my < nu ? __ldcg(ph.out + u0 + my) : 0.f;
   float ssq = 0.f;
 #pragma unroll
   for (int i = 0; i < NPRE; ++i) {
     const int k = (tid + i * NCONSUMER) * 4;
-    if (k < K) ssq += stage_f32(xs, k, __ldcg((const float4*)(ph.act + k)), nwp[i]);
+    if (k < K) ssq += stage_f32(xs, k, MODE == 0 ? act4(ph.act, f, k, K) : __ldcg((const float4*)(ph.act + k)), nwp[i]);
   }
 #pragma unroll 1  // (K > 2048 only; unrolled it takes registers the rest does not need)
   for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4)
-    ssq += stage_f32(xs, k, __ldcg((const float4*)(ph.act + k)), norm4<NORM_KIND>(ph.norm_w, k, K));
+    ssq += stage_f32(xs, k, MODE == 0 ? act4(ph.act, f, k, K) : __ldcg((const float4*)(ph.act + k)),
+                     norm4<NORM_KIND>(ph.norm_w, k, K));
   const float rstd = block_rstd<NORM_KIND>(ssq, red, K, eps);
   for (int g = 0; g < nu; g += MT) {
     float a0 = 0.f, b0 = 0.f, a1 = 0.f, b1 = 0.f;  // rows 2w and 2w + 1, two chains each
@@ -280,7 +346,12 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
         if (BIAS_KIND >= 0) o += g == 0 ? bias0 : any_f32<BIAS_KIND>(ph.bias, u0 + lr);
         ph.out[u0 + lr] = o;
       } else {
-        ph.out[u0 + lr] = (g == 0 ? res0 : __ldcg(ph.out + u0 + lr)) + y;
+        const float o = (g == 0 ? res0 : has_res ? __ldcg(ph.out + u0 + lr) : 0.f) + y;
+#if FUSE == 1
+        ll_push(f, ph.units, u0 + lr, o);
+#else
+        ph.out[u0 + lr] = o;
+#endif
       }
     }
   }

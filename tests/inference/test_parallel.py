@@ -292,6 +292,103 @@ def test_with_the_flag_reduction_o_proj_and_down_add_into_partial_buffers_the_re
     assert torch.equal(x, torch.full((4,), 10.0))
 
 
+def test_with_the_fused_reduction_the_layers_launch_no_reduction_and_one_sum_feeds_the_lm_head():
+    """The fused reduction's layer loop: the step counts itself as fused, the five launches of each layer follow
+    each other with nothing between (o_proj and down push, gate/up and QKV take the sums in), and one sum after
+    the last layer leaves x for the LM head."""
+    from types import SimpleNamespace
+
+    from inference.fast.step import LayerLaunches
+    from inference.parallel.fast import FastRankRunner
+
+    log, x = [], torch.ones(4)
+
+    class Fused:
+        def begin_step(self, pdl, fused=False):
+            log.append(("begin-step", pdl, fused))
+
+        def sum_into(self, dst):
+            log.append(("sum", dst is x))
+
+    def launch(name):
+        return lambda: log.append(name)
+
+    layers = [LayerLaunches(*map(launch, ("qkv", "attention", "o_proj", "gate_up", "down"))) for _ in range(2)]
+    fake = SimpleNamespace(x=x, fused_launches=layers, reducer=Fused(), pdl=True)
+    FastRankRunner._fused_layers(fake)
+    assert log == [("begin-step", True, True)] + ["qkv", "attention", "o_proj", "gate_up", "down"] * 2 + [("sum", True)]
+
+
+def test_the_fused_reduction_binds_pushes_to_the_residual_gemvs_and_sums_into_the_next_norms():
+    """FastRankRunner._fuse over a plan's bound launches: o_proj pushes kind 0 and down_proj (streamed, in the
+    tuning row's ring budget) kind 1; gate/up reads kind 0's slots as its input (use = the layer), every QKV but
+    the first reads kind 1's (use = the layer before); the attention and the first QKV are left as bound."""
+    from functools import partial
+    from types import SimpleNamespace
+
+    from inference.fast.step import LayerLaunches
+    from inference.parallel.fast import FastRankRunner
+    from kernels import stream_gemv
+
+    def kernel(*args, **kw):
+        return args, kw
+
+    class Fused:
+        def slots(self, kind):
+            return f"slots{kind}"
+
+        def push_to(self, kind, use):
+            return f"push{kind}-{use}"
+
+        def reduce_in(self, kind, use, x):
+            return ("in", kind, use, x)
+
+    x, h = torch.zeros(4), torch.zeros(8)
+    downs = [f"w_down{i}" for i in range(3)]
+    layers = [LayerLaunches(partial(kernel, x, f"w_qkv{i}", "qkv_out", norm_w="n", early=True), f"attention{i}",
+                            partial(kernel, "attn", f"w_o{i}", x, early=True), partial(kernel, x, "mlp_norm", 1e-6,
+                            f"w_gu{i}", h), "triton down") for i in range(3)]
+    fake = SimpleNamespace(x=x, h=h, pdl=True, reducer=Fused(), tuning=SimpleNamespace(fused_down_budget=12345),
+                           w=SimpleNamespace(layers=[SimpleNamespace(down=d) for d in downs]))
+    fused = FastRankRunner._fuse(fake, layers)
+    assert fused[0].qkv is layers[0].qkv
+    for i, layer in enumerate(fused):
+        assert layer.attention == f"attention{i}"
+        if i:
+            assert layer.qkv() == ((f"slots1", f"w_qkv{i}", "qkv_out"),
+                                   dict(norm_w="n", early=True, fuse=("in", 1, i - 1, x)))
+        assert layer.o_proj() == (("attn", f"w_o{i}", x), dict(early=True, fuse=f"push0-{i}"))
+        assert layer.gate_up() == (("slots0", "mlp_norm", 1e-6, f"w_gu{i}", h), dict(fuse=("in", 0, i, x)))
+        assert layer.down.func is stream_gemv.stream_gemv_residual
+        assert layer.down.args == (h, downs[i], x)
+        assert layer.down.keywords == dict(pdl=True, budget=12345, fuse=f"push1-{i}")
+
+
+def test_the_fused_reduction_counts_its_steps_and_addresses_each_kind_on_every_rank():
+    """FusedReduce's bookkeeping (its memory needs GPUs): a fused step advances the step counter (the greedy
+    argmax's epoch) and the fused-step counter in one op, a flag step only the first; kind k's receive slots sit
+    at the same offset on every rank; pushes and reads of a use count epochs from the fused steps."""
+    from inference.parallel.reduce import FusedReduce
+
+    red = FusedReduce.__new__(FusedReduce)
+    red._counts = torch.zeros(2, dtype=torch.int64)
+    red.step, red.fused_step = red._counts[0:1], red._counts[1:2]
+    red.partials, red.rank, red.r, red.pdl = (torch.zeros(4), torch.zeros(4)), 1, 3, False
+    red.world, red.layers, red.hidden = 2, 28, 1536
+    red.recv = torch.zeros(2 * 2 * 1536, dtype=torch.int64)
+    red._recv_ptrs = (1 << 20, 2 << 20)
+    red.begin_step(pdl=True, fused=True)
+    assert red._counts.tolist() == [1, 1] and (red.r, red.pdl) == (0, True)
+    red.begin_step(pdl=True, x=torch.ones(4))  # a flag step (a position the fused launches do not cover)
+    assert red._counts.tolist() == [2, 1] and torch.equal(red.partials[0], torch.zeros(4))  # rank 1: zeros
+    push = red.push_to(1, 7)
+    assert push.slots == ((1 << 20) + 2 * 1536 * 8, (2 << 20) + 2 * 1536 * 8)
+    assert (push.rank, push.per_step, push.use) == (1, 28, 7) and push.step is red.fused_step
+    rin = red.reduce_in(0, 5, torch.zeros(1536))
+    assert (rin.world, rin.per_step, rin.use) == (2, 28, 5) and rin.step is red.fused_step
+    assert red.slots(1).numel() == 2 * 1536
+
+
 @pytest.mark.parametrize("push", [False, True], ids=["pull", "push"])
 def test_the_flag_reduction_gives_every_reduction_of_every_step_a_larger_epoch(monkeypatch, push):
     """FlagReduce's bookkeeping (its buffers and kernel need GPUs): begin_step advances the device step counter
@@ -516,7 +613,9 @@ def test_the_fast_ranks_refuse_the_cpu_before_starting_any_process(synth_dir):
     assert not torch.distributed.is_initialized()
 
 
-def test_the_default_reduction_is_the_flag_one_where_every_gpu_reads_its_peers_memory(synth_dir, monkeypatch):
+def test_the_default_reduction_is_the_fused_one_where_every_gpu_reads_its_peers_memory(synth_dir, monkeypatch):
+    """auto: the fused reduction (which runs the flag one where a step's GEMVs are not all streamed) where every
+    GPU reads its peers' memory and NVRTC compiles, else NCCL."""
     from kernels import _cuda_rtc
     from inference.parallel.launch import LaunchSpec, resolve_reduce
 
@@ -528,7 +627,7 @@ def test_the_default_reduction_is_the_flag_one_where_every_gpu_reads_its_peers_m
     peers = {(0, 1): True, (1, 0): True}
     monkeypatch.setattr(_cuda_rtc, "available", lambda device=None: True)
     monkeypatch.setattr(torch.cuda, "can_device_access_peer", lambda i, j: peers[(i, j)])
-    assert resolve_reduce(spec) == "flag"
+    assert resolve_reduce(spec) == "fused"
     peers[(1, 0)] = False  # one direction without peer access: NCCL
     assert resolve_reduce(spec) == "nccl"
     peers[(1, 0)] = True
@@ -595,13 +694,23 @@ def test_nccl_tp_matches_the_single_gpu_paths(tmp_path, shape, tp):
     assert vs_fast[0] >= 0.98 and vs_fast[1] <= 2e-2
 
 
+# Found 2026-11-26 (4 H100s, scripts/gpu/tpfused.sh): on the Qwen3 shape with the flag reduction (and the fused one,
+# identically), a sampled top-p request's tokens from the step graph and from its kernels launched eagerly part at
+# token 12 (greedy ones agree; NCCL's pass). Not explained yet; strict, so a fix shows.
+QWEN3_SAMPLED = pytest.mark.xfail(strict=True, reason="Qwen3 shape, flag/fused reduction: a sampled request's graph "
+                                  "and eager tokens part (found 2026-11-26, not fixed)")
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 @pytest.mark.parametrize("shape, reduce, tp", [("qwen2.5-coder-1.5b", "nccl", 2), ("qwen2.5-coder-1.5b", "symm", 2),
                                                ("qwen2.5-coder-1.5b", "flag", 2), ("qwen2.5-coder-1.5b", "flag-push", 2),
-                                               ("qwen3-1.7b", "nccl", 2), ("qwen2.5-coder-1.5b", "flag", 4)])
+                                               ("qwen3-1.7b", "nccl", 2), ("qwen2.5-coder-1.5b", "flag", 4),
+                                               ("qwen2.5-coder-1.5b", "fused", 2), ("qwen2.5-coder-1.5b", "fused", 4),
+                                               *[pytest.param("qwen3-1.7b", r, 2, marks=QWEN3_SAMPLED) for r in ("flag", "fused")]])
 def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path(tmp_path, shape, reduce, tp):
-    """TP=2 (and 4: each K/V head on two ranks) fast ranks (NCCL, symmetric-memory or flag all-reduce, pulling or pushing), bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
+    """TP=2 (and 4: each K/V head on two ranks) fast ranks (NCCL, symmetric-memory or flag all-reduce, pulling or
+    pushing, or fused into the streamed GEMVs), bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
     all-reduces + distributed argmax, captured) generates exactly the greedy tokens that the same
     kernels launched eagerly pick, token by token (teacher-forced on the graph's own tokens).
     (2) Sampled requests and a repetition penalty, decoded in the graph, give the tokens of the same
