@@ -18,7 +18,10 @@ columns per slot, rows padded so that ldmatrix is conflict-free); QKV and residu
 on the step's critical path) run on CUDA cores (consume_cc: fp32 activation, two rows per warp, shuffle
 sums). One CTA per SM (grid = min(#SMs, units)); CTA b owns a balanced contiguous range of units (rows;
 gate/up row pairs), optionally skewed away from the CTAs that start last (`skew`). `l2_prefetch`: the
-producers prefetch the next kernel's first weights into L2 once their own copies are issued.
+producers prefetch the next kernel's first weights into L2 once their own copies are issued. `fuse`: a
+tensor-parallel reduction inside the launch (inference.parallel.reduce's "fused"): a residual GEMV pushes its rows
+to every rank (`Push`), a normalizing one takes the ranks' rows, summed in rank order, as its input (`ReduceIn`);
+each value travels with its epoch in one 8-byte word (NCCL's LL protocol), compiled in only where asked (FUSE).
 CUDA C: kernels/csrc/stream_gemv.cu. Measurements: kernels/PERF.md.
 """
 
