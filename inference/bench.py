@@ -5,7 +5,7 @@
     python -m inference.bench --workload edit --model DIR [--tokens 256]   (speculation off and on)
     python -m inference.bench --workload verify --shape qwen2.5-coder-1.5b  (verify step vs one-token step)
         [--attention auto|cuda|triton] [--gemv auto|overlap|triton|mma] [--tuning auto|generic|ROW]
-        [--weights bf16 | fp8 | fp8,bf16] [--tp N] [--tp-reduce auto|nccl|symm|flag|flag-push|fused]
+        [--weights bf16 | fp8 | fp8,bf16] [--tp N] [--tp-reduce auto|nccl|symm|flag|fused]
 
 Writes a synthetic (random-weight) checkpoint of the shape on the fly unless --model is given,
 then measures in one run: copy bandwidth (device-to-device, bytes read + written); decode tok/s
@@ -177,9 +177,9 @@ def main(argv=None) -> int:
     add_kernel_args(p)
     p.add_argument("--tp", type=int, default=1, help="tensor parallel over cuda:0..N-1 (fast ranks for greedy "
                    "decode, the reference path for sampling; adds the compute vs sync split)")
-    p.add_argument("--tp-reduce", choices=["auto", "nccl", "symm", "flag", "flag-push", "fused"], default="auto",
-                   help="the fast ranks' all-reduce: NCCL, symmetric memory's one-shot, our flag reduction (pulling "
-                        "or pushing), or fused into the streamed GEMVs; auto: fused where the GPUs can read each "
+    p.add_argument("--tp-reduce", choices=["auto", "nccl", "symm", "flag", "fused"], default="auto",
+                   help="the fast ranks' all-reduce: NCCL, symmetric memory's one-shot, our flag reduction, or fused "
+                        "into the streamed GEMVs; auto: fused where the GPUs can read each "
                         "other's memory, else NCCL")
     p.add_argument("--json", default=None)
     p.add_argument("--workload", choices=["decode", "edit", "verify"], default="decode",

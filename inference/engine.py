@@ -120,7 +120,7 @@ class Engine:
         and tuning, the kernels.tuning row (auto: this GPU's; generic: the fallback; or a row's name).
         tp > 1 splits the model over tp processes (inference.parallel: on GPUs each rank runs the
         fast path's kernels for greedy decode unless fast=False, else the reference path; `close()`
-        stops them; tp_reduce: the fast ranks' all-reduce, nccl, symm, flag, flag-push, fused, or auto: fused where
+        stops them; tp_reduce: the fast ranks' all-reduce, nccl, symm, flag, fused, or auto: fused where
         the GPUs can read each other's memory, else nccl; engine info says which). weights: None (the
         checkpoint's values in dtype), "fp8" (inference.quant: e4m3 linear layers with a scale and
         offset per 32 columns, quantized at load; activations in dtype; Triton GEMVs

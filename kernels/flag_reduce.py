@@ -1,8 +1,9 @@
 """Launcher of the flag all-reduce (kernels/csrc/flag_reduce.cu): one small kernel per reduction that sums
 every rank's float32 partial, read from the peers' symmetric buffers over NVLink, in rank order
-(`flag_reduce`: pull), or pushed by each rank into its peers' receive slots first (`flag_reduce_push`);
-the greedy step's distributed argmax over vocabulary slices the same way (`flag_argmax`); and the sum of a
-reduction fused into the streamed GEMVs (kernels.stream_gemv's Push) for the LM head (`fused_sum`).
+(`flag_reduce`; a variant where each rank first pushed its partial into its peers' receive slots was slower and
+was removed in the eleventh session: lab/HISTORY.md); the greedy step's distributed argmax over vocabulary
+slices the same way (`flag_argmax`); and the sum of a reduction fused into the streamed GEMVs
+(kernels.stream_gemv's Push) for the LM head (`fused_sum`).
 
     ptrs = FlagPeers(src_ptrs=[...world addresses...], flag_ptrs=[...world addresses...])
     flag_reduce(ptrs, dst, step, rank, r, per_step, pdl=True, next=None)
@@ -110,35 +111,6 @@ def flag_reduce(peers: FlagPeers, dst: torch.Tensor, step: torch.Tensor, rank: i
             ctypes.c_int(rank), ctypes.c_int(peers.world), ctypes.c_int(r), ctypes.c_int(per_step)]
     _kernel(dst.device.index if dst.device.index is not None else torch.cuda.current_device()).launch(
         (blocks, 1, 1), THREADS, args, pdl=pdl)
-    return dst
-
-
-def flag_reduce_push(recv: FlagPeers, partial: torch.Tensor, dst: torch.Tensor, step: torch.Tensor, rank: int,
-                     r: int, per_step: int, *, pdl: bool = False, blocks: int | None = None,
-                     next: torch.Tensor | None = None) -> torch.Tensor:
-    """The push variant: this rank's partial (a local float32 vector of n) is stored into every peer's receive
-    slots over NVLink, then the epoch is published; dst = the partials summed in rank order (own + received,
-    local reads) once every peer's epoch is in; next as flag_reduce's. recv.src_ptrs[q]: rank q's receive
-    buffer (2 * MAX_RANKS * n float32, slot (r % 2) * MAX_RANKS + sender), recv.flag_ptrs as flag_reduce's."""
-    n = dst.numel()
-    assert dst.dtype == torch.float32 and dst.is_contiguous() and dst.is_cuda and n % 4 == 0, \
-        "flag reduce: dst must be a contiguous float32 CUDA vector of a multiple of 4 elements"
-    assert partial.dtype == torch.float32 and partial.is_contiguous() and partial.numel() == n
-    assert step.dtype == torch.int64 and step.numel() == 1 and step.device == dst.device
-    assert 0 <= rank < recv.world and 0 <= r < per_step and per_step % 2 == 0
-    ptrs = {dst.data_ptr(), partial.data_ptr()} | ({next.data_ptr()} if next is not None else set())
-    assert len(ptrs) == 2 + (next is not None), "flag reduce: partial, dst and next must be distinct buffers"
-    if next is not None:
-        assert next.dtype == torch.float32 and next.is_contiguous() and next.numel() == n
-    blocks = blocks or blocks_for(n)
-    assert 1 <= blocks <= MAX_BLOCKS
-    src, flags = recv.structs()
-    args = [src, flags, ctypes.c_void_p(partial.data_ptr()), ctypes.c_void_p(dst.data_ptr()),
-            ctypes.c_void_p(next.data_ptr() if next is not None else 0), ctypes.c_int(int(rank == 0)),
-            ctypes.c_void_p(step.data_ptr()), ctypes.c_int(n), ctypes.c_int(rank), ctypes.c_int(recv.world),
-            ctypes.c_int(r), ctypes.c_int(per_step)]
-    _kernel(dst.device.index if dst.device.index is not None else torch.cuda.current_device(),
-            "flag_reduce_push").launch((blocks, 1, 1), THREADS, args, pdl=pdl)
     return dst
 
 

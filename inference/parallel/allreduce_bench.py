@@ -9,8 +9,8 @@ back-to-back calls timed with device events), inside one CUDA graph (`iters` cal
 the replay timed: what a graph-captured decode step would pay), and with --symm-mem PyTorch's
 symmetric-memory one-shot all-reduce in a graph (peer reads over NVLink; no multicast), with --flag
 our flag reduction in a graph (kernels/flag_reduce.py, float32 as in the decode step, PDL on: what
-the step's --tp-reduce flag / flag-push pays per reduction, its step-counter increment amortised over
-64 calls; pull with 1, the rule's and 4 CTAs, and push;
+the step's --tp-reduce flag pays per reduction, its step-counter increment amortised over
+64 calls; with 1, the rule's and 4 CTAs;
 then every rank's sum is checked bit for bit against the rank-order sum, and its next partial buffer
 against the sum on rank 0 and zeros elsewhere; a mismatch is that cell's error), and a last row: the
 greedy step's distributed argmax over 151,936 / tp logits per rank, Comm.argmax (torch ops + an NCCL
@@ -89,7 +89,7 @@ def _symm_mem_op(n: int, dtype: torch.dtype, device: torch.device):
     return lambda: torch.ops.symm_mem.one_shot_all_reduce(buf, "sum", group)
 
 
-def _flag_us(n: int, device: torch.device, iters: int, push: bool = False, blocks: int | None = None) -> float:
+def _flag_us(n: int, device: torch.device, iters: int, blocks: int | None = None) -> float:
     """us per flag reduction of n float32 in a graph (the step counter advances every 64 calls, as a decode
     step's does every 2 x layers reductions); then checks the sum: rank q's partial is a seeded random
     vector, every rank must hold the partials summed in rank order, bit for bit."""
@@ -100,7 +100,7 @@ def _flag_us(n: int, device: torch.device, iters: int, push: bool = False, block
     from .reduce import FlagReduce
 
     rank, world = dist.get_rank(), dist.get_world_size()
-    red = FlagReduce(SimpleNamespace(rank=rank, world=world), n, device, per_step=64, push=push, blocks=blocks)
+    red = FlagReduce(SimpleNamespace(rank=rank, world=world), n, device, per_step=64, blocks=blocks)
     src, nxt = red.partials
     dst = torch.full((n,), float("nan"), device=device)
     partials = [torch.randn(n, generator=torch.Generator().manual_seed(q)) for q in range(world)]
@@ -194,7 +194,6 @@ def _rank_main(rank: int, args, init_method: str, out) -> None:
                 row["flag_fp32_graph_us"] = _timed_mode(lambda: _flag_us(n, device, args.iters), device)
                 for b in (1, 4):
                     row[f"flag_{b}cta_graph_us"] = _timed_mode(lambda: _flag_us(n, device, args.iters, blocks=b), device)
-                row["flag_push_fp32_graph_us"] = _timed_mode(lambda: _flag_us(n, device, args.iters, True), device)
         rows.append(row)
     if cuda and args.flag:  # the greedy step's distributed argmax over 151,936 / tp logits per rank
         n = 151936 // args.tp

@@ -97,7 +97,7 @@ class FastRankRunner(FastRunner):
                  attention: str = "auto", gemv: str = "auto", tuning=None, pdl: bool | None = None,
                  reduce: str = "nccl"):
         """plan: the split (FastRunner's own `plan` is its step plan); reduce: the all-reduce in the step
-        (reduce.py: "nccl", "symm", "flag", "flag-push" or "fused")."""
+        (reduce.py: "nccl", "symm", "flag" or "fused")."""
         self.tp_plan, self.rank, self.comm = plan, rank, comm
         self.ref = RankRunner(plan, rank, shard, comm, max_context)  # its sampler; logprobs requests
         if reduce == "fused":  # QKV and gate/up stream at any hidden size: they take the reduction in

@@ -68,7 +68,7 @@ class LaunchSpec:
     attention: str = "auto"  # the fast ranks' kernel choices (FastRunner's attention, gemv, tuning row)
     gemv: str = "auto"
     tuning: str = "auto"
-    reduce: str = "auto"  # the fast ranks' all-reduce (reduce.py: nccl | symm | flag | flag-push | fused; auto: resolve_reduce)
+    reduce: str = "auto"  # the fast ranks' all-reduce (reduce.py: nccl | symm | flag | fused; auto: resolve_reduce)
 
     @property
     def backend(self) -> str:

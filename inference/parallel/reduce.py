@@ -25,11 +25,9 @@ step; launched with PDL like the GEMVs around it. The hazard a fast rank could c
 buffer a slow peer still reads) cannot happen: a rank writes buffer a (or b) only after it has seen every
 peer's epoch of the reduction after the one that read it, which each peer publishes only after that
 reading reduction has completed (griddepcontrol.wait, transitively through the kernels between).
-"flag-push": the same with the data moving the other way (kernels/flag_reduce.flag_reduce_push): the
-partial buffers are local, each rank stores its partial into every peer's receive slots (two sets,
-alternating with the reduction's index) before publishing, and sums with local reads only.
-Both flag reducers also give the greedy step's distributed argmax in one kernel (`argmax`), in place of
-Comm.argmax's ops and all-gather.
+The flag reducer also gives the greedy step's distributed argmax in one kernel (`argmax`), in place of
+Comm.argmax's ops and all-gather. (A "flag-push" variant, each rank storing its partial into its peers' receive
+slots, was slower at every size and was removed in the eleventh session.)
 "fused": no reduction launches where the step's GEMVs are all streamed (kernels.stream_gemv, the overlap plan):
 o_proj and down_proj push their output rows (rank 0's with the residual) into slot `rank` of every rank's
 receive buffer for their kind, each value in one 8-byte word with its epoch (NCCL's LL protocol: no fence, no
@@ -50,7 +48,7 @@ from torch import Tensor
 
 from .comm import Comm
 
-REDUCERS = ("nccl", "symm", "flag", "flag-push", "fused")
+REDUCERS = ("nccl", "symm", "flag", "fused")
 
 
 class NoReduce:
@@ -105,36 +103,25 @@ class FlagReduce:
 
     buffers = None
 
-    def __init__(self, comm: Comm, hidden_size: int, device: torch.device, per_step: int, push: bool = False,
+    def __init__(self, comm: Comm, hidden_size: int, device: torch.device, per_step: int,
                  blocks: int | None = None):
         """blocks: CTAs per reduction (None: kernels.flag_reduce.blocks_for's rule)."""
         import torch.distributed as dist
 
-        from kernels.flag_reduce import FLAG_SLOTS, MAX_RANKS, FlagPeers
+        from kernels.flag_reduce import ARGMAX_SLOTS, FLAG_SLOTS, MAX_RANKS, FlagPeers
 
         group = dist.group.WORLD.group_name
-        self.push, self.blocks = push, blocks
-        if push:  # local partial buffers; every rank's receive slots are symmetric
-            a, b = (torch.zeros(hidden_size, dtype=torch.float32, device=device) for _ in range(2))
-            recv, hr = _symmetric(2 * MAX_RANKS * hidden_size, torch.float32, device, group)
-            self.recv = recv
-        else:
-            a, ha = _symmetric(hidden_size, torch.float32, device, group)  # collective: every rank, same order
-            b, hb = _symmetric(hidden_size, torch.float32, device, group)
+        self.blocks = blocks
+        a, ha = _symmetric(hidden_size, torch.float32, device, group)  # collective: every rank, same order
+        b, hb = _symmetric(hidden_size, torch.float32, device, group)
         self.flags, hf = _symmetric(FLAG_SLOTS, torch.int64, device, group)
         self.partials = (a, b)
         self.rank, self.per_step = comm.rank, per_step
         self.step = torch.zeros(1, dtype=torch.int64, device=device)
         flags = tuple(hf.buffer_ptrs)
-        # a partial buffer -> (the peers' addresses of it, or of their receive slots; this rank's other partial buffer)
-        if push:
-            assert per_step % 2 == 0, "flag-push alternates two receive slots: an even number of reductions a step"
-            recv_peers = FlagPeers(tuple(hr.buffer_ptrs), flags)
-            self.peers = {id(a): (recv_peers, b), id(b): (recv_peers, a)}
-        else:
-            self.peers = {id(a): (FlagPeers(tuple(ha.buffer_ptrs), flags), b),
-                          id(b): (FlagPeers(tuple(hb.buffer_ptrs), flags), a)}
-        from kernels.flag_reduce import ARGMAX_SLOTS
+        # a partial buffer -> (the peers' addresses of it; this rank's other partial buffer)
+        self.peers = {id(a): (FlagPeers(tuple(ha.buffer_ptrs), flags), b),
+                      id(b): (FlagPeers(tuple(hb.buffer_ptrs), flags), a)}
 
         self.argmax_slots, hs = _symmetric(ARGMAX_SLOTS, torch.int64, device, group)
         self.argmax_flags, hg = _symmetric(MAX_RANKS, torch.int64, device, group)
@@ -169,12 +156,8 @@ class FlagReduce:
         assert id(src) in self.peers and dst is not src and all(dst is not p for p in self.partials)
         assert self.r < self.per_step, f"flag reduce: more than {self.per_step} reductions in one step"
         peers, other = self.peers[id(src)]
-        if getattr(self, "push", False):
-            fr.flag_reduce_push(peers, src, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other,
-                                blocks=getattr(self, "blocks", None))
-        else:
-            fr.flag_reduce(peers, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other,
-                           blocks=getattr(self, "blocks", None))
+        fr.flag_reduce(peers, dst, self.step, self.rank, self.r, self.per_step, pdl=self.pdl, next=other,
+                       blocks=self.blocks)
         self.r += 1
 
 
@@ -245,8 +228,8 @@ def make_reducer(kind: str, comm: Comm, hidden_size: int, device: torch.device, 
         return NcclReduce(comm)
     if kind == "symm":
         return SymmReduce(hidden_size, device)
-    if kind in ("flag", "flag-push"):
-        return FlagReduce(comm, hidden_size, device, per_step, push=kind == "flag-push")
+    if kind == "flag":
+        return FlagReduce(comm, hidden_size, device, per_step)
     if kind == "fused":
         return FusedReduce(comm, hidden_size, device, per_step // 2)
     raise ValueError(f"tensor-parallel reduction must be one of {', '.join(REDUCERS)}, not {kind!r}")

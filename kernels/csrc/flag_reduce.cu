@@ -64,54 +64,6 @@ extern "C" __global__ void flag_reduce(SrcPtrs src, FlagPtrs flags, float* __res
   }
 }
 
-// The push variant: this rank's partial is a local buffer; each CTA copies its share of it into every peer's
-// receive slots recv.p[q] + (parity * MAX_RANKS + rank) * n (stores over NVLink, no round trip), then
-// publishes the epoch; once every peer's epoch is in, it sums its own partial and the received ones (local
-// reads) in rank order. parity = r & 1 (per_step is even): a rank overwrites a slot two reductions later, by
-// which time every peer has published the reduction in between, which it does only after this one completed.
-// CTA b always handles the same elements on every rank (the same grid), so CTA b's flag covers them.
-extern "C" __global__ void flag_reduce_push(SrcPtrs recv, FlagPtrs flags, const float* __restrict__ partial,
-                                            float* __restrict__ dst, float* __restrict__ next, int carry,
-                                            const u64* __restrict__ step, int n, int rank, int world, int r,
-                                            int per_step) {
-  asm volatile("griddepcontrol.wait;" ::: "memory");  // this rank's partial (and the step counter) are written
-  const u64 epoch = step[0] * (u64)per_step + (u64)r + 1;
-  const size_t mine = (size_t)((r & 1) * MAX_RANKS + rank) * n;
-  const int stride = gridDim.x * blockDim.x * 4;
-  const int first = (blockIdx.x * blockDim.x + threadIdx.x) * 4;
-  for (int i = first; i < n; i += stride) {
-    const float4 v = *reinterpret_cast<const float4*>(partial + i);
-    for (int q = 0; q < world; ++q)
-      if (q != rank) *reinterpret_cast<float4*>(const_cast<float*>(recv.p[q]) + mine + i) = v;
-  }
-  __threadfence_system();
-  __syncthreads();
-  const int q = threadIdx.x;
-  const int slot = blockIdx.x * MAX_RANKS;
-  if (q < world && q != rank) st_release_sys(flags.p[q] + slot + rank, epoch);
-  if (q < world && q != rank) {
-    const u64* own = flags.p[rank] + slot + q;
-    if (ld_acquire_sys(own) < epoch) {
-      const u64 t0 = global_ns();
-      while (ld_acquire_sys(own) < epoch) {
-        if (global_ns() - t0 > TIMEOUT_NS) __trap();
-      }
-    }
-  }
-  __syncthreads();
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-  const float* got = recv.p[rank] + (size_t)((r & 1) * MAX_RANKS) * n;
-  for (int i = first; i < n; i += stride) {
-    float4 acc = rank == 0 ? *reinterpret_cast<const float4*>(partial + i) : ld_volatile_f4(got + i);
-    for (int k = 1; k < world; ++k) {
-      const float4 v = k == rank ? *reinterpret_cast<const float4*>(partial + i) : ld_volatile_f4(got + (size_t)k * n + i);
-      acc.x += v.x; acc.y += v.y; acc.z += v.z; acc.w += v.w;
-    }
-    *reinterpret_cast<float4*>(dst + i) = acc;
-    if (next != nullptr) *reinterpret_cast<float4*>(next + i) = carry ? acc : make_float4(0.f, 0.f, 0.f, 0.f);
-  }
-}
-
 // The greedy step's distributed argmax, one CTA of ARGMAX_THREADS: this rank's best (value, global id) over
 // its vocabulary slice logits[0:n) (ids offset..offset+n, ties to the lowest id), packed in 64 bits, stored
 // into every peer's slot slots.p[q][(epoch & 1) * MAX_RANKS + rank], then the epoch (= step[0]: one argmax

@@ -3,8 +3,8 @@
 # in about 150 s: inference.bench per shape (TP=2 flag, TP=1, TP=2 NCCL, each TP=2 run with its
 # compute/sync split) first, then the gpu tests of the flag path (the fast ranks' graph vs eager vs the
 # one-GPU fast path; flag vs NCCL greedy tokens and close() within seconds), the all-reduce latency at
-# decode sizes (NCCL / symmetric-memory one-shot / flag pull and push, each in a CUDA graph; the flag sums
-# checked bit for bit; the distributed argmax), and flag-push last. Steps run in priority order, each
+# decode sizes (NCCL / symmetric-memory one-shot / flag, each in a CUDA graph; the flag sums checked bit for
+# bit; the distributed argmax). Steps run in priority order, each
 # under its own timeout, and are skipped (said so in the table) once the budget is spent.
 # $MODEL is not needed (random weights of the shape). Logs under $OUT/tpfuse/, a table last.
 # env: OUT (default out), BUDGET (seconds, default 150), TOKENS (bench tokens, default 256),
@@ -55,8 +55,6 @@ grep -h "tp=2 fast ranks" "$OUT/test-fast-flag.log" 2>/dev/null | cut -c1-240
 step allreduce 40 2 python -m inference.parallel.allreduce_bench --tp 2 --sizes 1536,2048 --iters 200 --symm-mem --flag
 grep -A6 "^all-reduce" "$OUT/allreduce.log" 2>/dev/null
 step test-flag-vs-nccl 60 2 $T"test_the_flag_reduction_decodes_the_greedy_tokens_of_nccl"
-step test-fast-flag-push 60 2 $T"$F[qwen2.5-coder-1.5b-flag-push-2]"
-for shape in $SHAPES; do bench "$shape" 2 flag-push; done
 
 echo
 grep -h "tp=2 fast ranks\|close() in" "$OUT"/test-*.log 2>/dev/null | cut -c1-240

@@ -389,8 +389,7 @@ def test_the_fused_reduction_counts_its_steps_and_addresses_each_kind_on_every_r
     assert red.slots(1).numel() == 2 * 1536
 
 
-@pytest.mark.parametrize("push", [False, True], ids=["pull", "push"])
-def test_the_flag_reduction_gives_every_reduction_of_every_step_a_larger_epoch(monkeypatch, push):
+def test_the_flag_reduction_gives_every_reduction_of_every_step_a_larger_epoch(monkeypatch):
     """FlagReduce's bookkeeping (its buffers and kernel need GPUs): begin_step advances the device step counter
     and starts partial buffer a (rank 0: x; others: zeros), each reduction passes the peers' addresses of its
     source, the other partial buffer as next, and its index r; epoch = step * per_step + r + 1 grows strictly
@@ -401,22 +400,20 @@ def test_the_flag_reduction_gives_every_reduction_of_every_step_a_larger_epoch(m
     calls = []
     monkeypatch.setattr(fr, "flag_reduce", lambda peers, dst, step, rank, r, per_step, pdl, next, blocks:
                         calls.append((peers, next, int(step.item()), r, per_step, pdl)))
-    monkeypatch.setattr(fr, "flag_reduce_push", lambda peers, src, dst, step, rank, r, per_step, pdl, next, blocks:
-                        calls.append((peers + "-pushed", next, int(step.item()), r, per_step, pdl)))
     for rank in (0, 1):
         calls.clear()
         red = FlagReduce.__new__(FlagReduce)
         x, a, b = torch.full((4,), 3.0), torch.full((4,), 9.0), torch.full((4,), 9.0)
         red.partials, red.peers = (a, b), {id(a): ("peers-of-a", b), id(b): ("peers-of-b", a)}
         red.rank, red.per_step, red.r, red.pdl, red.step = rank, 4, 0, False, torch.zeros(1, dtype=torch.int64)
-        red.push, red.blocks = push, None
+        red.blocks = None
         for _ in range(2):
             red.begin_step(pdl=True, x=x)
             assert torch.equal(a, x if rank == 0 else torch.zeros(4))
             for _ in range(2):
                 red(a, x)
                 red(b, x)
-        assert [c[0] for c in calls] == [f"peers-of-a{'-pushed' * push}", f"peers-of-b{'-pushed' * push}"] * 4
+        assert [c[0] for c in calls] == ["peers-of-a", "peers-of-b"] * 4
         assert [c[1] for c in calls] == [b, a] * 4
         epochs = [step * per_step + r + 1 for _, _, step, r, per_step, _ in calls]
         assert epochs == [5, 6, 7, 8, 9, 10, 11, 12] and all(c[5] for c in calls)
@@ -705,13 +702,13 @@ QWEN3_SAMPLED = pytest.mark.xfail(strict=True, reason="Qwen3 shape, flag/fused r
 @pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 @pytest.mark.parametrize("shape, reduce, tp", [("qwen2.5-coder-1.5b", "nccl", 2), ("qwen2.5-coder-1.5b", "symm", 2),
-                                               ("qwen2.5-coder-1.5b", "flag", 2), ("qwen2.5-coder-1.5b", "flag-push", 2),
+                                               ("qwen2.5-coder-1.5b", "flag", 2),
                                                ("qwen3-1.7b", "nccl", 2), ("qwen2.5-coder-1.5b", "flag", 4),
                                                ("qwen2.5-coder-1.5b", "fused", 2), ("qwen2.5-coder-1.5b", "fused", 4),
                                                *[pytest.param("qwen3-1.7b", r, 2, marks=QWEN3_SAMPLED) for r in ("flag", "fused")]])
 def test_fast_ranks_decode_in_one_graph_like_their_kernels_and_the_one_gpu_fast_path(tmp_path, shape, reduce, tp):
-    """TP=2 (and 4: each K/V head on two ranks) fast ranks (NCCL, symmetric-memory or flag all-reduce, pulling or
-    pushing, or fused into the streamed GEMVs), bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
+    """TP=2 (and 4: each K/V head on two ranks) fast ranks (NCCL, symmetric-memory or flag all-reduce, or fused
+    into the streamed GEMVs), bf16, 4 layers of the real shape. (1) The step graph (kernels + NCCL
     all-reduces + distributed argmax, captured) generates exactly the greedy tokens that the same
     kernels launched eagerly pick, token by token (teacher-forced on the graph's own tokens).
     (2) Sampled requests and a repetition penalty, decoded in the graph, give the tokens of the same

@@ -12,15 +12,15 @@ from kernels import _cuda_rtc, flag_reduce as fr
 
 
 def test_the_source_publishes_with_release_and_waits_with_acquire_at_system_scope():
-    """Four kernels (pull, push, the greedy argmax, the fused reduction's sum), each waiting on the previous kernel
-    (PDL) and releasing the next."""
+    """Three kernels (the reduction, the greedy argmax, the fused reduction's sum), each waiting on the previous
+    kernel (PDL) and releasing the next."""
     src = fr.source()
     assert src.startswith(f"#define MAX_RANKS {fr.MAX_RANKS}\n") and '#include "' not in src
-    for kernel in ("flag_reduce(", "flag_reduce_push(", "__launch_bounds__(ARGMAX_THREADS) flag_argmax(", "fused_sum("):
+    for kernel in ("flag_reduce(", "__launch_bounds__(ARGMAX_THREADS) flag_argmax(", "fused_sum("):
         assert f'extern "C" __global__ void {kernel}' in src
     assert "st.release.sys.global.u64" in src and "ld.acquire.sys.global.u64" in src
-    assert src.count("asm volatile(\"griddepcontrol.wait;") == 4
-    assert src.count("asm volatile(\"griddepcontrol.launch_dependents;") == 4
+    assert src.count("asm volatile(\"griddepcontrol.wait;") == 3
+    assert src.count("asm volatile(\"griddepcontrol.launch_dependents;") == 3
     assert "multimem" not in src  # no multicast
 
 
