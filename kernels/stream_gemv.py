@@ -35,6 +35,7 @@ import torch
 
 from kernels import _cuda_rtc
 from kernels._util import check_vec
+from kernels.flag_reduce import MAX_RANKS  # the fused reduction's ranks at most
 
 NWARP = 8  # consumer warps
 THREADS = 32 * (NWARP + 1)  # + one producer warp
@@ -54,9 +55,6 @@ class _Phase(ctypes.Structure):
     _fields_ = [("w", ctypes.c_void_p), ("act", ctypes.c_void_p), ("norm_w", ctypes.c_void_p),
                 ("bias", ctypes.c_void_p), ("out", ctypes.c_void_p),
                 ("units", ctypes.c_int), ("K", ctypes.c_int), ("late", ctypes.c_int), ("deficit", ctypes.c_int)]
-
-
-MAX_RANKS = 8  # the fused reduction's ranks at most (kernels.flag_reduce's)
 
 
 class _Fuse(ctypes.Structure):
@@ -151,7 +149,8 @@ def supported(w: torch.Tensor) -> bool:
 
 
 @lru_cache(maxsize=None)
-def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: bool = False, fuse: int = 0) -> tuple[str, str]:
+def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: bool = False,
+           fuse: int = 0) -> tuple[str, str]:
     """(CUDA source, kernel name) for sig = (mode, norm_kind, bias_kind, K), kinds -1 for none; fuse: 0 none,
     1 Push, 2 ReduceIn."""
     mode, norm_kind, bias_kind, k = sig

@@ -120,6 +120,7 @@ class FastRankRunner(FastRunner):
     # -- the split step, as captured ----------------------------------------------------------
     def _plan(self, plan) -> None:
         self._layer_launches: dict[tuple[str, str], list[LayerLaunches]] = {}
+        self.fused_launches = None  # this kind of step's layers with the fused reduction, where it has them
         super()._plan(plan)
 
     def _fusable(self) -> bool:
@@ -182,7 +183,7 @@ class FastRankRunner(FastRunner):
         (o_proj into x, down into x_mlp) leaving a partial sum that the reducer completes into the buffer
         the next half reads (x_mlp, then x); ranks other than 0 start those GEMVs from zero, so only rank
         0's partial carries the residual."""
-        if getattr(self, "fused_launches", None) and self.reducer.partials is not None:
+        if getattr(self, "fused_launches", None) and isinstance(self.reducer, FusedReduce):  # not time_steps' NoReduce
             return self._fused_layers()
         if self.reducer.partials is not None:
             return self._flag_layers()
