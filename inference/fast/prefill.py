@@ -8,7 +8,9 @@ Same math as `inference.reference`, with three differences that matter on a GPU:
 - FP8 weights (inference.quant.Fp8Weight) are dequantized to the activations' dtype before their GEMM, on
   a GPU in one pass (kernels/fp8_dequantize.py; the same bits as inference.quant.linear's PyTorch math).
 Prompts are padded to a power-of-two bucket and each bucket's forward is captured once as a CUDA
-graph, so TTFT is GPU time, not Python launch overhead. Padding sits after the prompt: causal
+graph, so TTFT is GPU time, not Python launch overhead; with graphs off the same padded forward runs
+eagerly (the same GEMM shapes, so the same bits: cuBLAS need not round a 32-row and a 64-row product's
+rows alike, and a sampled request's tokens followed the difference). Padding sits after the prompt: causal
 attention keeps it out of every real position, and the KV rows it writes lie beyond the prompt,
 where decode overwrites each row before it first reads it.
 """
@@ -83,12 +85,14 @@ class PrefillModel(ReferenceModel):
 
     @torch.inference_mode()
     def prefill(self, ids: Tensor, cache: KVCache, use_graph: bool = True) -> Tensor:
-        """ids [T] on the device -> logits of the last position [V] float32."""
+        """ids [T] on the device -> logits of the last position [V] float32 (padded to the bucket, graph or not)."""
         T = ids.shape[0]
         last = torch.tensor([T - 1], device=ids.device)
-        if not use_graph:
-            return self.forward_last(ids, last, cache)
         bucket = min(max(MIN_BUCKET, 1 << (T - 1).bit_length()), cache.max_len)
+        if not use_graph:
+            padded = torch.zeros(bucket, dtype=ids.dtype, device=ids.device)
+            padded[:T] = ids
+            return self.forward_last(padded, last, cache)
         graph, ids_buf, last_buf, out = self._graph(bucket, cache)
         ids_buf.zero_()
         ids_buf[:T].copy_(ids)

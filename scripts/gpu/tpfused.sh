@@ -3,10 +3,9 @@
 # reduction, in one call: the kernels' gpu tests (one device, ranks simulated), the TP gpu tests with fused
 # (graph = eager, teacher-forced vs the one-GPU fast path), then per shape the bench at TP=N with flag and
 # fused (and TP=1), random weights, ctx 512; FUSED_BUDGETS="65536 ..." also benches fused at those down_proj
-# ring budgets, PATCHES="o_budget=65536 qkv_budget=..." at those values of any int field of kernels/tuning.py's row
-# (each patched in this copy of the tree and put back after: measurements, not settings).
-# SKIP_KERNELS=1 skips the kernels' tests, QWEN3="flag fused" runs the Qwen3-shape TP=2 test with each reduction,
-# PREFILL_BITS=1 runs scripts/gpu/tp_prefill_bits.py (the Qwen3 sampled graph/eager question; 2 GPUs).
+# ring budgets, PATCHES="gate_up_budget=98304 ..." at those values of any int or bool field of kernels/tuning.py's
+# row (each patched in this copy of the tree and put back after: measurements, not settings). SKIP_KERNELS=1 skips
+# the kernels' tests; QWEN3="flag fused" (default fused, "" none) runs the Qwen3-shape TP=2 test with each reduction.
 # Usage: OUT=... TP="4" TESTS_TP="2 4" SHAPES="qwen2.5-coder-1.5b qwen2.5-coder-3b" BUDGET=500 bash scripts/gpu/tpfused.sh
 # logs: $OUT/tpfused/ (and $OUT/logs.tgz)
 set -uo pipefail
@@ -31,8 +30,7 @@ F="tests/inference/test_parallel.py::test_fast_ranks_decode_in_one_graph_like_th
 for tp in $TESTS_TP; do
   [ "$NGPU" -ge "$tp" ] && step "test-fused-tp$tp" 120 "${T[@]}" "$F[qwen2.5-coder-1.5b-fused-$tp]"
 done
-[ "$NGPU" -ge 2 ] && for r in ${QWEN3:-fused}; do step "test-$r-qwen3" 120 "${T[@]}" "$F[qwen3-1.7b-$r-2]"; done
-[ "${PREFILL_BITS:-0}" = 1 ] && [ "$NGPU" -ge 2 ] && step prefill-bits 150 python3 scripts/gpu/tp_prefill_bits.py
+[ "$NGPU" -ge 2 ] && for r in ${QWEN3-fused}; do step "test-$r-qwen3" 120 "${T[@]}" "$F[qwen3-1.7b-$r-2]"; done
 bench() {  # bench SHAPE TP REDUCE [NAME]
   step "bench-${4:-$1-tp$2-$3}" 60 python3 -m inference.bench --shape "$1" --tp "$2" --tp-reduce "$3" \
     --tokens "$TOKENS" --repeats 1 --json "$LOG/bench-${4:-$1-tp$2-$3}.json"
@@ -44,11 +42,11 @@ for shape in $SHAPES; do
   done
 done
 for b in ${FUSED_BUDGETS:-}; do PATCHES="${PATCHES:-} fused_down_budget=$b"; done
-for patch in ${PATCHES:-}; do  # FIELD=VALUE: the tuning row's default of FIELD (an int knob) set to VALUE
+for patch in ${PATCHES:-}; do  # FIELD=VALUE: the tuning row's default of FIELD (an int or bool knob) set to VALUE
   field=${patch%%=*}; value=${patch#*=}
   cp kernels/tuning.py /tmp/tuning.py.orig
-  sed -i "s/$field: int = knob([^,]*,/$field: int = knob($value,/" kernels/tuning.py
-  grep -q "$field: int = knob($value," kernels/tuning.py && for tp in $TP; do
+  sed -i -E "s/$field: (int|bool) = knob\([^,]*,/$field: \1 = knob($value,/" kernels/tuning.py
+  grep -qE "$field: (int|bool) = knob\($value," kernels/tuning.py && for tp in $TP; do
     for shape in $SHAPES; do bench "$shape" "$tp" fused "$shape-tp$tp-fused-$field-$value"; done
   done
   cp /tmp/tuning.py.orig kernels/tuning.py
@@ -58,5 +56,4 @@ tar -czf "$OUT/logs.tgz" -C "$OUT" tpfused
 summary
 for f in "$LOG"/bench-*.log; do echo "$(basename "$f" .log): $(grep -E "^\| bfloat16" "$f" | cut -d'|' -f5,6) $(grep -E "compute" "$f" | sed 's/.*compute/compute/')"; done
 grep -h "fast ranks\|fused" "$LOG"/test-*.log | grep -v "^tests\|PASSED\|passed" | cut -c1-240
-grep -h "prompt" "$LOG"/prefill-bits.log 2>/dev/null
 true
