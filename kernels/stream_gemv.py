@@ -86,7 +86,8 @@ class ReduceIn:
     """A normalizing GEMV's input as a tensor-parallel reduction, fused (its consumer side): the activation passed
     to the launch is this rank's receive buffer (world x K int64 words, slot q from rank q, Push's format); the
     kernel reads each word until it carries this use's epoch (Push's rule) and uses the slots' sum in rank order,
-    which CTA 0 also writes to x."""
+    which CTA 0 also writes to x. Each consumer thread issues the loads of all its words before checking any
+    (world is compiled into the variant)."""
     step: torch.Tensor
     world: int
     per_step: int
@@ -150,9 +151,9 @@ def supported(w: torch.Tensor) -> bool:
 
 @lru_cache(maxsize=None)
 def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: bool = False,
-           fuse: int = 0) -> tuple[str, str]:
+           fuse: int = 0, world: int = 1) -> tuple[str, str]:
     """(CUDA source, kernel name) for sig = (mode, norm_kind, bias_kind, K), kinds -1 for none; fuse: 0 none,
-    1 Push, 2 ReduceIn."""
+    1 Push, 2 ReduceIn (of `world` ranks' slots: compiled in)."""
     mode, norm_kind, bias_kind, k = sig
     m, name = MODES[mode][:2]
     kc = chunk(k, kc)
@@ -162,15 +163,15 @@ def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: boo
     else:
         consume = f"consume_gate_up<{kc}, {norm_kind}>(prm.p, s, ring, full, empty, acc, xb, red, prm.eps, prm.f);"
     defines = {"KERNEL_NAME": name, "W_HALF": int(w_half), "SLOT_KC": kc, "ROW_PAD": ROW_PAD, "NS": stages,
-               "SUMS": sums, "EARLY": int(early), "FUSE": fuse, "MAX_RANKS": MAX_RANKS,
+               "SUMS": sums, "EARLY": int(early), "FUSE": fuse, "WORLD": world, "MAX_RANKS": MAX_RANKS,
                "PRODUCE": f"produce<{m}, {kc}>(prm.p, s, ring, full, empty);", "CONSUME": consume}
     return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE, name
 
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, sig: tuple, w_half: bool, stages: int, sums: int, smem: int, carveout: int | None,
-            kc: int, early: bool = False, fuse: int = 0):
-    src, name = source(sig, w_half, stages, sums, kc, early, fuse)
+            kc: int, early: bool = False, fuse: int = 0, world: int = 1):
+    src, name = source(sig, w_half, stages, sums, kc, early, fuse, world)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
     return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem, 1, carveout)
@@ -232,7 +233,7 @@ def stream_op(op: Op, eps: float = 1e-6, *, pdl: bool = False, budget: int | Non
            -1 if op.bias is None else _KIND[op.bias.dtype], op.w.shape[1])
     fuse_kind = 1 if isinstance(fuse, Push) else 2 if isinstance(fuse, ReduceIn) else 0
     kern = _kernel(dev, sig, op.w.dtype == torch.float16, p["stages"], p["sums"], p["smem"], carveout, p["kc"],
-                   early, fuse_kind)
+                   early, fuse_kind, fuse.world if isinstance(fuse, ReduceIn) else 1)
     prm = _Params()
     prm.p = _Phase(op.w.data_ptr(), op.act.data_ptr(), op.norm_w.data_ptr() if op.norm_w is not None else 0,
                    op.bias.data_ptr() if op.bias is not None else 0, op.out.data_ptr(), op.units, op.w.shape[1],

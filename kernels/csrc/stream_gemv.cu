@@ -17,6 +17,9 @@ struct Phase {  // the launch's GEMV (mirrored by _Phase in Python)
 #ifndef FUSE
 #define FUSE 0
 #endif
+#ifndef WORLD
+#define WORLD 1  // FUSE 2: the ranks whose slots are summed (compiled in: their loads unrolled)
+#endif
 struct Fuse {
   u64* slot[MAX_RANKS];    // push: rank q's receive slots (world x units words) as mapped here
   float* x;                // reduce-in: where CTA 0 writes the sum (the residual stream)
@@ -87,35 +90,73 @@ __device__ __forceinline__ void phase_wait() {
 __device__ __forceinline__ u32 fuse_epoch(const Fuse& f) {
   return (u32)((f.step[0] - 1) * (u64)f.per_step + (u64)f.use + 1);
 }
-// Slot words k, k+1 (k even) of one rank, once both carry `epoch`; their values.
-__device__ __forceinline__ float2 ll_load2(const u64* p, u32 epoch) {
-  u64 a, b;
-  asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
-  if ((u32)(a >> 32) != epoch || (u32)(b >> 32) != epoch) {
+// FUSE 2: slot words k, k+1 (k even) of one rank, as loaded (ll_issue), then re-read until both carry `epoch`.
+__device__ __forceinline__ ulonglong2 ll_issue(const u64* p) {
+  ulonglong2 w;
+  asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(w.x), "=l"(w.y) : "l"(p) : "memory");
+  return w;
+}
+__device__ __forceinline__ void ll_settle(const u64* p, u32 epoch, ulonglong2& w) {
+  if ((u32)(w.x >> 32) != epoch || (u32)(w.y >> 32) != epoch) {
     const u64 t0 = global_ns();
     do {
-      asm volatile("ld.volatile.global.v2.u64 {%0,%1}, [%2];" : "=l"(a), "=l"(b) : "l"(p) : "memory");
+      w = ll_issue(p);
       if (global_ns() - t0 > TIMEOUT_NS) __trap();  // a dead peer: an error, not a hang
-    } while ((u32)(a >> 32) != epoch || (u32)(b >> 32) != epoch);
+    } while ((u32)(w.x >> 32) != epoch || (u32)(w.y >> 32) != epoch);
   }
-  return make_float2(__uint_as_float((u32)a), __uint_as_float((u32)b));
 }
-// Activation elements k..k+3: the input, or (FUSE 2) the ranks' slots summed in rank order.
-__device__ __forceinline__ float4 act4(const float* act, const Fuse& f, int k, int K) {
+// A consumer thread's activation chunks k = k0 + i * NCONSUMER * 4 (i < N, those below K): the input, or (FUSE 2)
+// the ranks' slots summed in rank order, CTA 0 also writing the sum to f.x. FUSE 2 issues the slot loads of
+// every rank (and of up to G chunks) before it checks any epoch: one L2 round trip for them all, not one per rank
+// and chunk (a load checked before the next is issued made a 4-rank reduce-in add ~4 us to a launch;
+// lab/probe_reduce_in.py).
+template <int N>
+__device__ __forceinline__ void act_chunks(const float* act, const Fuse& f, int k0, int K, float4* x) {
 #if FUSE == 2
+  constexpr int G = WORLD <= 4 ? N : 1;  // chunks in flight together: G x WORLD x 4 words in registers
   const u64* slots = (const u64*)act;
   const u32 epoch = fuse_epoch(f);
-  float2 lo = ll_load2(slots + k, epoch), hi = ll_load2(slots + k + 2, epoch);
-  float4 a = make_float4(lo.x, lo.y, hi.x, hi.y);
-  for (int q = 1; q < f.world; ++q) {
-    lo = ll_load2(slots + (size_t)q * K + k, epoch);
-    hi = ll_load2(slots + (size_t)q * K + k + 2, epoch);
-    a.x += lo.x; a.y += lo.y; a.z += hi.x; a.w += hi.y;
+#pragma unroll
+  for (int i0 = 0; i0 < N; i0 += G) {
+    ulonglong2 w[G][WORLD][2];
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      const int k = k0 + (i0 + i) * NCONSUMER * 4;
+      if (k < K) {
+#pragma unroll
+        for (int q = 0; q < WORLD; ++q) {
+          w[i][q][0] = ll_issue(slots + (size_t)q * K + k);
+          w[i][q][1] = ll_issue(slots + (size_t)q * K + k + 2);
+        }
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < G; ++i) {
+      const int k = k0 + (i0 + i) * NCONSUMER * 4;
+      if (k >= K) continue;
+      float4 a = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+      for (int q = 0; q < WORLD; ++q) {
+        ll_settle(slots + (size_t)q * K + k, epoch, w[i][q][0]);
+        ll_settle(slots + (size_t)q * K + k + 2, epoch, w[i][q][1]);
+        const float4 v = make_float4(__uint_as_float((u32)w[i][q][0].x), __uint_as_float((u32)w[i][q][0].y),
+                                     __uint_as_float((u32)w[i][q][1].x), __uint_as_float((u32)w[i][q][1].y));
+        if (q == 0) {
+          a = v;
+        } else {
+          a.x += v.x; a.y += v.y; a.z += v.z; a.w += v.w;
+        }
+      }
+      if (blockIdx.x == 0) *(float4*)(f.x + k) = a;
+      x[i0 + i] = a;
+    }
   }
-  if (blockIdx.x == 0) *(float4*)(f.x + k) = a;
-  return a;
 #else
-  return __ldcg((const float4*)(act + k));
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int k = k0 + i * NCONSUMER * 4;
+    x[i] = k < K ? __ldcg((const float4*)(act + k)) : make_float4(0.f, 0.f, 0.f, 0.f);
+  }
 #endif
 }
 // FUSE 1: one output row to every rank's slot `rank`, with the epoch.
@@ -220,13 +261,17 @@ __device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const u
   phase_wait();
   // The activation, once per CTA, into shared memory as MMA fragments.
   float ssq = 0.f;
+  float4 xa[NPRE];
+  act_chunks<NPRE>(ph.act, f, tid * 4, K, xa);
 #pragma unroll
   for (int i = 0; i < NPRE; ++i) {
     const int k = (tid + i * NCONSUMER) * 4;
-    if (k < K) ssq += stage4(xb, k, act4(ph.act, f, k, K), nwp[i]);
+    if (k < K) ssq += stage4(xb, k, xa[i], nwp[i]);
   }
-  for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4)
-    ssq += stage4(xb, k, act4(ph.act, f, k, K), norm4<NORM_KIND>(ph.norm_w, k, K));
+  for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4) {
+    act_chunks<1>(ph.act, f, k, K, xa);
+    ssq += stage4(xb, k, xa[0], norm4<NORM_KIND>(ph.norm_w, k, K));
+  }
   const float rstd = block_rstd<NORM_KIND>(ssq, red, K, eps);
   // ldmatrix.x4 addresses: lane l gives row l % 16, columns + 8 * (l / 16), of this warp's 16-column steps
   const u32 aoff = (lane & 15) * ROWB + (lane >> 4) * 16 + warp * KS * 32;
@@ -304,15 +349,18 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
   const bool has_res = MODE == 1 && (FUSE != 1 || f.rank == 0);
   const float res0 = has_res && lane < 2 && my < nu ? __ldcg(ph.out + u0 + my) : 0.f;
   float ssq = 0.f;
+  float4 xa[NPRE];
+  act_chunks<NPRE>(ph.act, f, tid * 4, K, xa);
 #pragma unroll
   for (int i = 0; i < NPRE; ++i) {
     const int k = (tid + i * NCONSUMER) * 4;
-    if (k < K) ssq += stage_f32(xs, k, MODE == 0 ? act4(ph.act, f, k, K) : __ldcg((const float4*)(ph.act + k)), nwp[i]);
+    if (k < K) ssq += stage_f32(xs, k, xa[i], nwp[i]);
   }
 #pragma unroll 1  // (K > 2048 only; unrolled it takes registers the rest does not need)
-  for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4)
-    ssq += stage_f32(xs, k, MODE == 0 ? act4(ph.act, f, k, K) : __ldcg((const float4*)(ph.act + k)),
-                     norm4<NORM_KIND>(ph.norm_w, k, K));
+  for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4) {
+    act_chunks<1>(ph.act, f, k, K, xa);
+    ssq += stage_f32(xs, k, xa[0], norm4<NORM_KIND>(ph.norm_w, k, K));
+  }
   const float rstd = block_rstd<NORM_KIND>(ssq, red, K, eps);
   for (int g = 0; g < nu; g += MT) {
     float a0 = 0.f, b0 = 0.f, a1 = 0.f, b1 = 0.f;  // rows 2w and 2w + 1, two chains each

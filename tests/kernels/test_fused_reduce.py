@@ -46,8 +46,8 @@ def unfused_sum(a, w, xs):
 
 @pytest.mark.gpu
 @hopper
-@pytest.mark.parametrize("world", [2, 4])
-@pytest.mark.parametrize("h,i", [(1536, 2240), (2048, 2752), (272, 48)])
+@pytest.mark.parametrize("world", [2, 4, 8])  # 8: the reduce-in's chunks one at a time (registers)
+@pytest.mark.parametrize("h,i", [(1536, 2240), (2048, 2752), (272, 48), (3072, 256)])  # 3072: K past 2 chunks a thread
 def test_pushed_rows_summed_in_rank_order_give_the_unfused_ops_bits_step_after_step(world, h, i, gen):
     layers = 2  # uses of each buffer per step
     ranks = Ranks(world, h, layers)
@@ -117,8 +117,9 @@ def test_the_fused_variants_are_their_own_kernels():
     """FUSE picks the variant at compile time: the unfused kernels compile without any of it."""
     plain, _ = sg.source(("residual", -1, -1, 384), False, 2, 128, 384)
     push, _ = sg.source(("residual", -1, -1, 384), False, 2, 128, 384, fuse=1)
-    reduce_in, _ = sg.source(("gate_up", 0, -1, 1536), False, 2, 128, 1536, fuse=2)
+    reduce_in, _ = sg.source(("gate_up", 0, -1, 1536), False, 2, 128, 1536, fuse=2, world=4)
     assert "#define FUSE 0\n" in plain and "#define FUSE 1\n" in push and "#define FUSE 2\n" in reduce_in
+    assert "#define WORLD 4\n" in reduce_in  # the reduce-in's ranks are compiled in (their loads unrolled)
     src = sg._SOURCE
     assert "st.volatile.global.u64" in src and "ld.volatile.global.v2.u64" in src  # value + epoch in one word
     assert "multimem" not in src  # no multicast
@@ -133,9 +134,10 @@ def _nvrtc_loads() -> bool:
 
 
 @pytest.mark.skipif(not _nvrtc_loads(), reason="NVRTC is not installed (CUDA builds of torch bring it)")
-@pytest.mark.parametrize("sig,fuse", [(("residual", -1, -1, 2240), 1), (("rmsnorm_gemv", 0, 0, 1536), 2),
-                                      (("gate_up", 0, -1, 2048), 2)])
-def test_the_fused_variants_compile_for_sm90a(sig, fuse):
+@pytest.mark.parametrize("sig,fuse,world", [(("residual", -1, -1, 2240), 1, 1), (("rmsnorm_gemv", 0, 0, 1536), 2, 4),
+                                            (("gate_up", 0, -1, 2048), 2, 2), (("gate_up", 0, -1, 1536), 2, 8),
+                                            (("rmsnorm_gemv", 0, 0, 3072), 2, 4)])
+def test_the_fused_variants_compile_for_sm90a(sig, fuse, world):
     p = sg.plan((sig[0], 1536, sig[3]), 132, 64 << 10)
-    src, _ = sg.source(sig, False, p["stages"], p["sums"], p["kc"], False, fuse)
+    src, _ = sg.source(sig, False, p["stages"], p["sums"], p["kc"], False, fuse, world)
     assert len(_cuda_rtc.nvrtc_compile(src, "sm_90a", ("--use_fast_math",))) > 0
