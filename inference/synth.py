@@ -81,8 +81,12 @@ class Shape:
     store_tied_head: bool = False  # tied, yet the file also holds lm_head.weight (= the embedding), as Qwen3's do
     extra: dict = field(default_factory=dict)  # more config.json fields
 
+    def config(self) -> ModelConfig:
+        """The engine's config of this shape (placeholder special-token ids)."""
+        return ModelConfig.from_dict(config_json(self, _ids_placeholder(self)))
+
     def params(self) -> int:
-        return ModelConfig.from_dict(config_json(self, _ids_placeholder(self))).num_params()
+        return self.config().num_params()
 
 
 _TINY = dict(hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,

@@ -19,9 +19,8 @@ import argparse
 
 import torch
 
-from inference.config import ModelConfig
 from inference.parallel.plan import TPPlan
-from inference.synth import SHAPES, _ids_placeholder, config_json
+from inference.synth import SHAPES
 from kernels import stream_gemv as sg
 from kernels.tuning import for_device
 from lab.bench_kernels import copies, in_graph_us
@@ -46,37 +45,30 @@ def rank_rows(cfg, tp: int) -> dict:
 
 
 def probe(shape: str, tp: int, launches: int, tuning, dev) -> list[tuple]:
-    spec = SHAPES[shape]
-    cfg = ModelConfig.from_dict(config_json(spec, _ids_placeholder(spec)))
+    cfg = SHAPES[shape].config()
     step = torch.ones(1, dtype=torch.int64, device=dev)  # epoch 1 = (1 - 1) * 1 + 0 + 1
     rows = []
     for name, (mode, n, k, budget_field) in rank_rows(cfg, tp).items():
         budget = getattr(tuning, budget_field)
         ws = copies(lambda: torch.randn(n, k, device=dev, dtype=BF) * 0.02, n * k * 2)
         norm = torch.randn(k, device=dev, dtype=BF) if mode != "residual" else None
-        out = torch.zeros(n // (2 if mode == "gate_up" else 1), device=dev)
-        x = torch.randn(k, device=dev)
         kw = dict(pdl=True, budget=budget, carveout=tuning.stream_carveout if mode == "gate_up" else None)
 
-        def launch(w, act, fuse=None):
-            op = sg.Op(mode, w, act, out, norm_w=norm)
-            sg.stream_op(op, 1e-6, fuse=fuse, **kw)
+        def launch(act, out, fuse=None):
+            return lambda w: sg.stream_op(sg.Op(mode, w, act, out, norm_w=norm), 1e-6, fuse=fuse, **kw)
 
-        if mode == "residual":
-            a = torch.randn(k, device=dev)
-            res = torch.randn(n, device=dev)
+        x = torch.randn(k, device=dev)
+        if mode == "residual":  # out: the residual stream (rank 0 adds it to what it pushes)
+            out = torch.randn(n, device=dev)
             recv = [torch.zeros(tp * n, dtype=torch.int64, device=dev) for _ in range(tp)]
-            push = sg.Push(tuple(r.data_ptr() for r in recv), 0, step, 1, 0)
-            plain_us = in_graph_us(lambda w: sg.stream_op(sg.Op(mode, w, a, res), 1e-6, **kw), ws, launches)
-            fused_us = in_graph_us(lambda w: sg.stream_op(sg.Op(mode, w, a, res), 1e-6, fuse=push, **kw), ws,
-                                   launches)
+            fused = launch(x, out, sg.Push(tuple(r.data_ptr() for r in recv), 0, step, 1, 0))
             what = f"push to {tp} slots"
         else:
-            slots = words(tp, k, 1, dev)
-            reduce_in = sg.ReduceIn(step, tp, 1, 0, x)
-            plain_us = in_graph_us(lambda w: launch(w, x), ws, launches)
-            fused_us = in_graph_us(lambda w: launch(w, slots, reduce_in), ws, launches)
+            out = torch.zeros(n // (2 if mode == "gate_up" else 1), device=dev)
+            fused = launch(words(tp, k, 1, dev), out, sg.ReduceIn(step, tp, 1, 0, x))
             what = f"sum of {tp} slots in"
+        plain_us = in_graph_us(launch(x, out), ws, launches)
+        fused_us = in_graph_us(fused, ws, launches)
         rows.append((shape, tp, name, f"{n} x {k}", what, plain_us, fused_us))
     return rows
 

@@ -180,7 +180,7 @@ def resolve_reduce(spec: LaunchSpec) -> str:
     """The all-reduce `reduce="auto"` means: our fused reduction (reduce.py's "fused": o_proj and down_proj push
     their rows to every rank inside the streamed GEMVs, the next norm's GEMV sums them; the flag reduction,
     kernels/flag_reduce, where a step's GEMVs are not all streamed; both CUDA C via NVRTC over NVLink: 4 H100s,
-    1.5B shape, 1,193 tok/s fused vs 1,098 flag) where the fast ranks run on GPUs that can all read each
+    1.5B shape at TP=4, 1,308 tok/s fused vs 1,087 flag) where the fast ranks run on GPUs that can all read each
     other's memory, else NCCL."""
     if spec.reduce != "auto":
         return spec.reduce
