@@ -79,6 +79,11 @@ def main() -> None:
     p.add_argument("--tp", default="2,4")
     p.add_argument("--launches", type=int, default=24)
     args = p.parse_args()
+    unknown = sorted(set(args.shapes.split(",")) - set(SHAPES))
+    if unknown:
+        p.error(f"unknown shape(s) {', '.join(unknown)}; known: {', '.join(SHAPES)}")
+    if not all(t.isdigit() and int(t) >= 1 for t in args.tp.split(",")):
+        p.error(f"--tp takes positive integers separated by commas, not {args.tp!r}")
     dev = torch.device("cuda")
     tuning = for_device(dev)
     print(f"{torch.cuda.get_device_name(dev)}, tuning {tuning.name}; us per launch, {args.launches} launches "
