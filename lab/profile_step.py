@@ -1,11 +1,13 @@
 """Where a decode step's time goes, kernel by kernel (GPU only):
 
-    python -m lab.profile_step [shape] [--context 512] [--weights fp8,bf16] [--no-floor]
+    python -m lab.profile_step [shape] [--context 512] [--weights fp8,bf16] [--no-floor] [--tp N [--ranks]]
 
 1. Timeline, per weight format: the greedy step's CUDA graph (the engine's runner, random weights) replayed under
    torch.profiler; for every kernel of a step: its duration, and its exclusive time = its end minus
    the previous kernel's end (what it adds to the step; with PDL kernels overlap, so durations add
-   up to more than the step). Medians over layers and replays, per kernel kind.
+   up to more than the step). Medians over layers and replays, per kernel kind. --tp N: rank 0's share of a
+   tensor-parallel step alone on this GPU (its shard, no reductions); --tp N --ranks: the tensor-parallel engine
+   on N GPUs, rank 0's kernels while every rank replays its step (reductions included).
 2. Boundary floor: 140 dependent tiny phases in one CUDA graph (each program reads one float the
    previous phase wrote and its own 16, writes 16) at 1 to 512 programs per phase: as kernel
    launches with and without PDL, and as one launch whose phases wait on counters.
@@ -21,59 +23,96 @@ import torch
 import triton
 import triton.language as tl
 
-from lab.engine import greedy_graph, random_engine, replay_us
+from lab.engine import RankAlone, greedy_graph, random_engine, replay_us
+from inference.bench import random_prompt
+from inference.engine import Engine
+from inference.sampling import SamplingParams
 from kernels._util import pdl_launch_kwargs
 
 KINDS = [("rmsnorm_gemv", "qkv"), ("attn", "attention"), ("gemv_residual", "o/down"),
          ("gate_up", "gate_up"), ("lm_head", "lm_head")]  # kernel name part -> label (greedy fused step)
+SLOTS = ("qkv", "attention", "o_proj", "gate_up", "down")  # a layer's launches
 
 
 def kind(name: str) -> str:
     return next((k for pat, k in KINDS if pat in name), name[:30])
 
 
-def timeline(shape: str, context: int, replays: int = 20, weights: str | None = None):
+def labels(events: list[dict]) -> list[str]:
+    """Each kernel's part of the step, by name and order: a residual GEMV after the attention is o_proj, after
+    gate/up down_proj; a normalizing GEMV not followed by the attention is the LM head (a tensor-parallel step's
+    logits); reductions and the step's tail keep their names."""
+    kinds = [kind(e["name"]) for e in events]
+    out, last = [], None
+    for i, k in enumerate(kinds):
+        if k == "o/down":
+            k = "o_proj" if last == "attention" else "down"
+        elif k == "qkv" and (i + 1 == len(kinds) or kinds[i + 1] != "attention"):
+            k = "lm_head"
+        if k in SLOTS:
+            last = k
+        out.append(k)
+    return out
+
+
+def timeline(shape: str, context: int, replays: int = 20, weights: str | None = None, tp: int = 1,
+             ranks: bool = False, reduce: str = "auto"):
+    """tp > 1: rank 0's share of the step, alone on this GPU (RankAlone), or with `ranks` the tensor-parallel
+    engine itself on tp GPUs (its `reduce`), rank 0's kernels profiled while every rank replays its step."""
     tmp = tempfile.TemporaryDirectory()
-    engine = random_engine(shape, context + 4 * replays + 64, tmp.name, weights=weights)
-    g = greedy_graph(engine, context)
-    plain_us = replay_us(g, replays)
+    max_context = context + 4 * replays + 64
+    if ranks:
+        engine = Engine.from_pretrained(f"synthetic:{shape}", device="cuda", max_context=max_context, tp=tp,
+                                        tp_reduce=reduce, cache_dir=tmp.name)
+        engine.runner.start(random_prompt(context, engine.cfg.vocab_size),
+                            SamplingParams(max_tokens=10_000, temperature=0.0))
+        plain_us = 1e3 * engine.runner.time_steps(context, replays)
+
+        def run():
+            engine.runner.time_steps(context, replays)
+        who = f"{engine.info['runner']}, tp {tp}, {engine.info['tp_reduce']} reduction, rank 0's kernels"
+    else:
+        engine = RankAlone(shape, tp, max_context, tmp.name) if tp > 1 else \
+            random_engine(shape, max_context, tmp.name, weights=weights)
+        g = greedy_graph(engine, context)
+        plain_us = replay_us(g, replays)
+
+        def run():
+            for _ in range(replays):
+                g.replay()
+        who = engine.info["runner"]
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for _ in range(replays):
-            g.replay()
+        run()
         torch.cuda.synchronize()
+    if ranks:
+        engine.close()
     trace = Path(tmp.name) / "trace.json"
     prof.export_chrome_trace(str(trace))
     events = [e for e in json.loads(trace.read_text())["traceEvents"] if e.get("cat") == "kernel"]
     events.sort(key=lambda e: e["ts"])
-    per_step = len(events) // replays  # 5 a layer + the LM head's, for the greedy fused step
-    steps = [events[i:i + per_step] for i in range(0, len(events) - per_step + 1, per_step)]
+    labs = labels(events)
+    layers = engine.cfg.num_layers
+    attn = [i for i, k in enumerate(labs) if k == "attention"]
+    first = attn[2 * layers] - 1  # the third step's first QKV: the first two are the profiler's warm-up
+    steps = (len(attn) - 2 * layers) / layers
     dur, excl, lead = defaultdict(list), defaultdict(list), defaultdict(list)
-    step_us = []
-    for st in steps[2:]:  # skip the first two (profiler warm-up)
-        step_us.append(st[-1]["ts"] + st[-1]["dur"] - st[0]["ts"])
-        prev_end = None
-        for i, e in enumerate(st):
-            k = kind(e["name"])
-            if k == "o/down":
-                k = "o_proj" if i % 5 == 2 else "down"
-            end = e["ts"] + e["dur"]
-            dur[k].append(e["dur"])
-            if prev_end is not None:
-                excl[k].append(end - prev_end)
-                lead[k].append(e["ts"] - prev_end)
-            prev_end = end
-    print(f"\n[{shape}, {engine.info['weights']} weights ({engine.info['runner']}), ctx {context}] step: {plain_us:.1f} us replayed plainly, "
-          f"{statistics.median(step_us):.1f} us first-start to last-end under the profiler "
-          f"({len(steps) - 2} steps, {len(events)} kernels)")
+    prev_end = events[first - 1]["ts"] + events[first - 1]["dur"]
+    for e, k in zip(events[first:], labs[first:]):
+        end = e["ts"] + e["dur"]
+        dur[k].append(e["dur"])
+        excl[k].append(end - prev_end)
+        lead[k].append(e["ts"] - prev_end)
+        prev_end = end
+    span = events[-1]["ts"] + events[-1]["dur"] - events[first]["ts"]
+    print(f"\n[{shape}, {engine.info['weights']} weights ({who}), ctx {context}] step: {plain_us:.1f} us replayed "
+          f"plainly, {span / steps:.1f} us under the profiler ({steps:g} steps, {len(events) - first} kernels)")
     print(f"  {'kernel':10s} {'n/step':>6s} {'dur us':>8s} {'excl us':>8s} {'start-prev end':>15s} {'excl/step':>10s}")
     total = 0.0
     for k in dur:
-        n = len(dur[k]) // (len(steps) - 2)
-        e = statistics.median(excl[k]) if excl[k] else float("nan")
-        per = sum(excl[k]) / (len(steps) - 2) if excl[k] else 0.0
+        per = sum(excl[k]) / steps
         total += per
-        print(f"  {k:10s} {n:6d} {statistics.median(dur[k]):8.2f} {e:8.2f} "
-              f"{statistics.median(lead[k]) if lead[k] else float('nan'):15.2f} {per:10.1f}")
+        print(f"  {k[:30]:10s} {len(dur[k]) / steps:6.0f} {statistics.median(dur[k]):8.2f} "
+              f"{statistics.median(excl[k]):8.2f} {statistics.median(lead[k]):15.2f} {per:10.1f}")
     print(f"  sum of exclusive times per step: {total:.1f} us")
 
 
@@ -146,8 +185,18 @@ if __name__ == "__main__":
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--weights", default="bf16", help="comma-separated weight formats, one timeline each (bf16, fp8)")
     ap.add_argument("--no-floor", action="store_true", help="the timeline only")
+    ap.add_argument("--tp", type=int, default=1, help="> 1: rank 0's share of a tensor-parallel step, alone on "
+                    "this GPU (lab.engine.RankAlone; bf16 only)")
+    ap.add_argument("--ranks", action="store_true", help="with --tp: the tensor-parallel engine on tp GPUs, rank "
+                    "0's kernels profiled")
+    ap.add_argument("--reduce", default="auto", help="with --ranks: the reduction (inference.parallel.reduce)")
     args = ap.parse_args()
+    if args.tp > 1 and args.weights != "bf16":
+        ap.error("--tp runs bf16 weights only")
+    if args.ranks and args.tp < 2:
+        ap.error("--ranks needs --tp 2 or more")
     if not args.no_floor:
         boundary_floor()
     for w in args.weights.split(","):
-        timeline(args.shape, args.context, weights=None if w == "bf16" else w)
+        timeline(args.shape, args.context, weights=None if w == "bf16" else w, tp=args.tp, ranks=args.ranks,
+                 reduce=args.reduce)

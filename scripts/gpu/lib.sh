@@ -34,6 +34,14 @@ window() {
   nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null || true
 }
 
+# tp_window NAME: window NAME for a tensor-parallel script: this tree on PYTHONPATH, NVLink multicast off (as
+# inference.parallel.launch sets it for its ranks), NCCL's warnings only.
+tp_window() {
+  window "$1"
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONFAULTHANDLER=1
+  export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 NCCL_DEBUG=WARN
+}
+
 # A/B scripts: `before` / `now` command prefixes that run python from the tree in $BEFORE (`git archive <rev>
 # inference kernels`, default .before) and from this one, each from inside itself (python -m puts the working
 # directory first; `step` runs its command under timeout, so no shell functions). Also PYTEST's quiet options.
