@@ -7,8 +7,9 @@ import ctypes
 
 import pytest
 import torch
+from kernel_helpers import HAS_CUDA, randn
 
-from kernels import _cuda_rtc, flag_reduce as fr
+from kernels import _cuda_rtc, flag_reduce as fr, stream_gemv as sg
 
 
 def test_the_source_publishes_with_release_and_waits_with_acquire_at_system_scope():
@@ -68,3 +69,34 @@ def _nvrtc_loads() -> bool:
 @pytest.mark.skipif(not _nvrtc_loads(), reason="NVRTC is not installed (CUDA builds of torch bring it)")
 def test_the_kernel_compiles_for_sm90a_with_nvrtc():
     assert len(_cuda_rtc.nvrtc_compile(fr.source(), "sm_90a")) > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not (HAS_CUDA and sg.supported(torch.zeros(16, 16, dtype=torch.bfloat16, device="cuda"))),
+                    reason="needs a CUDA GPU of compute capability >= 9.0 and NVRTC")
+@pytest.mark.parametrize("world", [2, 4])
+@pytest.mark.parametrize("n", [75968, 1001, 4])  # the 1.5B's TP=2 vocabulary slice; a tail past the float4s; tiny
+def test_the_greedy_argmax_over_the_ranks_slices_is_torchs_on_the_whole_vector_step_after_step(world, n, gen):
+    """Every rank (here: one CTA each on its own stream of one GPU, buffers of the same device) gets
+    torch.argmax of the ranks' slices end to end: ties to the lowest id, within a slice and across ranks."""
+    logits = [randn(n, gen=gen, device="cuda") for _ in range(world)]
+    top = max(t.max().item() for t in logits) + 1.0
+    for t, i in ((logits[1], n // 2), (logits[1], n - 1), (logits[-1], 0)):  # three equal maxima
+        t[i] = top
+    slots = tuple(torch.zeros(fr.ARGMAX_SLOTS, dtype=torch.int64, device="cuda") for _ in range(world))
+    flags = tuple(torch.zeros(fr.MAX_RANKS, dtype=torch.int64, device="cuda") for _ in range(world))
+    step = torch.zeros(1, dtype=torch.int64, device="cuda")
+    outs = [torch.full((1,), -1, dtype=torch.int64, device="cuda") for _ in range(world)]
+    streams = [torch.cuda.Stream() for _ in range(world)]
+    for s in range(1, 4):  # the epoch grows; the slots alternate
+        if s == 3:
+            logits[0][n - 1 - s % n] = top + 1.0  # a new winner on rank 0
+        step.fill_(s)
+        torch.cuda.synchronize()
+        for r in range(world):  # every rank at once: each waits for the others' values
+            with torch.cuda.stream(streams[r]):
+                fr.flag_argmax(logits[r], r * n, tuple(t.data_ptr() for t in slots),
+                               tuple(t.data_ptr() for t in flags), step, outs[r], r)
+        torch.cuda.synchronize()
+        want = torch.argmax(torch.cat(logits)).item()
+        assert [o.item() for o in outs] == [want] * world, s
