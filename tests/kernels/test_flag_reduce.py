@@ -7,7 +7,7 @@ import ctypes
 
 import pytest
 import torch
-from kernel_helpers import HAS_CUDA, randn
+from kernel_helpers import HAS_CUDA, needs_nvrtc, randn
 
 from kernels import _cuda_rtc, flag_reduce as fr, stream_gemv as sg
 
@@ -58,15 +58,7 @@ def test_the_launcher_refuses_a_cpu_destination():
         fr.flag_reduce(peers, torch.zeros(8), torch.zeros(1, dtype=torch.int64), 0, 0, 2)
 
 
-def _nvrtc_loads() -> bool:
-    try:
-        _cuda_rtc._nvrtc()
-        return True
-    except (OSError, _cuda_rtc.CudaError):
-        return False
-
-
-@pytest.mark.skipif(not _nvrtc_loads(), reason="NVRTC is not installed (CUDA builds of torch bring it)")
+@needs_nvrtc
 def test_the_kernel_compiles_for_sm90a_with_nvrtc():
     assert len(_cuda_rtc.nvrtc_compile(fr.source(), "sm_90a")) > 0
 

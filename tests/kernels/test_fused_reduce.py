@@ -9,7 +9,7 @@ word is never taken for the new one. The launcher's checks run anywhere; the CUD
 
 import pytest
 import torch
-from kernel_helpers import HAS_CUDA, poisoned, randn
+from kernel_helpers import HAS_CUDA, needs_nvrtc, poisoned, randn
 
 from kernels import _cuda_rtc, flag_reduce as fr, stream_gemv as sg
 
@@ -125,15 +125,7 @@ def test_the_fused_variants_are_their_own_kernels():
     assert "multimem" not in src  # no multicast
 
 
-def _nvrtc_loads() -> bool:
-    try:
-        _cuda_rtc.nvrtc_compile("extern \"C\" __global__ void k() {}", "sm_90a")
-        return True
-    except Exception:
-        return False
-
-
-@pytest.mark.skipif(not _nvrtc_loads(), reason="NVRTC is not installed (CUDA builds of torch bring it)")
+@needs_nvrtc
 @pytest.mark.parametrize("sig,fuse,world", [(("residual", -1, -1, 2240), 1, 1), (("rmsnorm_gemv", 0, 0, 1536), 2, 4),
                                             (("gate_up", 0, -1, 2048), 2, 2), (("gate_up", 0, -1, 1536), 2, 8),
                                             (("rmsnorm_gemv", 0, 0, 3072), 2, 4)])
