@@ -22,6 +22,9 @@ producers prefetch the next kernel's first weights into L2 once their own copies
 tensor-parallel reduction inside the launch (inference.parallel.reduce's "fused"): a residual GEMV pushes its rows
 to every rank (`Push`), a normalizing one takes the ranks' rows, summed in rank order, as its input (`ReduceIn`);
 each value travels with its epoch in one 8-byte word (NCCL's LL protocol), compiled in only where asked (FUSE).
+Several tokens a launch (act [T, K], out [T, units]; a speculative verify step's columns, NTOK compiled in): the
+weights are read once, each token's sums run in the order a one-token launch of the same slot width gives it
+(gate/up: tokens 2b and 2b + 1 in MMA columns 0-2 and 4-6 of n-block b), so every token gets those bits.
 CUDA C: kernels/csrc/stream_gemv.cu. Measurements: kernels/PERF.md.
 """
 
@@ -43,6 +46,8 @@ MT = 16  # rows per ring slot (one MMA tile)
 MAX_KC = 2048  # columns per ring slot at most (one bulk copy per row and slot: the bigger, the faster)
 ROW_PAD = 16  # bytes after each row of a slot: rows 16 bytes apart mod 128 make ldmatrix conflict-free
 SMEM_BUDGET = 200 * 1024  # ring + row sums + activation, default
+SMEM_MAX = 227 * 1024  # what a CTA may take (sm_90)
+MAX_TOKENS = 16  # tokens a launch at most (a verify step's widest bucket)
 # mode -> (MODE, kernel name: what profilers show), rows per unit
 MODES = {"rmsnorm_gemv": (0, "stream_rmsnorm_gemv", 1), "residual": (1, "stream_gemv_residual", 1),
          "gate_up": (2, "stream_gate_up_silu", 2)}
@@ -98,7 +103,9 @@ class ReduceIn:
 @dataclass(frozen=True)
 class Op:
     """The GEMV of a launch. mode "rmsnorm_gemv": out = W @ (rmsnorm(act) * norm_w) + bias (no norm
-    without norm_w); "residual": out += W @ act; "gate_up": out = silu(Wg @ n) * (Wu @ n)."""
+    without norm_w); "residual": out += W @ act; "gate_up": out = silu(Wg @ n) * (Wu @ n). act [K] and out
+    [units] for one token, or act [T, K] and out [T, units] for T tokens (a verify step's columns), each token
+    computed as a one-token launch computes it (the same bits, given the same slot width)."""
     mode: str
     w: torch.Tensor
     act: torch.Tensor
@@ -109,6 +116,10 @@ class Op:
     @property
     def units(self) -> int:
         return self.w.shape[0] // MODES[self.mode][2]
+
+    @property
+    def tokens(self) -> int:
+        return self.out.shape[0] if self.out.dim() == 2 else 1
 
 
 def chunk(k: int, cap: int = MAX_KC) -> int:
@@ -121,9 +132,11 @@ def chunk(k: int, cap: int = MAX_KC) -> int:
 
 def plan(op: Op | tuple, sms: int, budget: int | None = None, skew: tuple = (0, 0)) -> dict:
     """Grid, ring stages and dynamic shared memory (bytes, at most `budget`, default SMEM_BUDGET) of a
-    launch running `op` (an Op or a (mode, units, K) tuple). skew: (late, deficit), see stream_op."""
+    launch running `op` (an Op or a (mode, units, K[, tokens]) tuple). skew: (late, deficit), see stream_op.
+    The slot width is a one-token launch's at this budget whatever the tokens (it fixes each token's order of
+    sums); more tokens take ring stages, down to two (then the shared memory may pass the budget)."""
     budget = budget or SMEM_BUDGET
-    mode, units, k = (op.mode, op.units, op.w.shape[1]) if isinstance(op, Op) else op
+    mode, units, k, tokens = (op.mode, op.units, op.w.shape[1], op.tokens) if isinstance(op, Op) else (*op, 1)[:4]
     grid = max(1, min(sms, units))  # one CTA per SM
     late, deficit = skew
     assert 0 <= late <= grid and deficit >= 0 and units + late * deficit >= grid * deficit, \
@@ -138,6 +151,8 @@ def plan(op: Op | tuple, sms: int, budget: int | None = None, skew: tuple = (0, 
         cap -= 128
     kc = chunk(k, cap)
     stage = MT * (kc * 2 + ROW_PAD)  # bytes of a ring slot (48.25 KB for K = 1536)
+    if tokens > 1:  # every token's sums and staged activation (fp32 for consume_cc: k words)
+        fixed = 4 * tokens * (sums + (xwords if mode == "gate_up" else k))
     stages = max(2, min(8, (budget - fixed) // stage))
     return {"grid": grid, "stages": stages, "smem": stages * stage + fixed, "sums": sums, "kc": kc, "xwords": xwords}
 
@@ -151,9 +166,9 @@ def supported(w: torch.Tensor) -> bool:
 
 @lru_cache(maxsize=None)
 def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: bool = False,
-           fuse: int = 0, world: int = 1) -> tuple[str, str]:
+           fuse: int = 0, world: int = 1, tokens: int = 1) -> tuple[str, str]:
     """(CUDA source, kernel name) for sig = (mode, norm_kind, bias_kind, K), kinds -1 for none; fuse: 0 none,
-    1 Push, 2 ReduceIn (of `world` ranks' slots: compiled in)."""
+    1 Push, 2 ReduceIn (of `world` ranks' slots: compiled in); tokens: per launch (NTOK)."""
     mode, norm_kind, bias_kind, k = sig
     m, name = MODES[mode][:2]
     kc = chunk(k, kc)
@@ -163,15 +178,15 @@ def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: boo
     else:
         consume = f"consume_gate_up<{kc}, {norm_kind}>(prm.p, s, ring, full, empty, acc, xb, red, prm.eps, prm.f);"
     defines = {"KERNEL_NAME": name, "W_HALF": int(w_half), "SLOT_KC": kc, "ROW_PAD": ROW_PAD, "NS": stages,
-               "SUMS": sums, "EARLY": int(early), "FUSE": fuse, "WORLD": world, "MAX_RANKS": MAX_RANKS,
+               "SUMS": sums, "EARLY": int(early), "FUSE": fuse, "WORLD": world, "NTOK": tokens, "MAX_RANKS": MAX_RANKS,
                "PRODUCE": f"produce<{m}, {kc}>(prm.p, s, ring, full, empty);", "CONSUME": consume}
     return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE, name
 
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, sig: tuple, w_half: bool, stages: int, sums: int, smem: int, carveout: int | None,
-            kc: int, early: bool = False, fuse: int = 0, world: int = 1):
-    src, name = source(sig, w_half, stages, sums, kc, early, fuse, world)
+            kc: int, early: bool = False, fuse: int = 0, world: int = 1, tokens: int = 1):
+    src, name = source(sig, w_half, stages, sums, kc, early, fuse, world, tokens)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
     return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem, 1, carveout)
@@ -195,13 +210,23 @@ def _check(op: Op, fuse: Push | ReduceIn | None = None) -> None:
         assert fuse.step.dtype == torch.int64 and fuse.step.numel() == 1 and fuse.step.device == op.w.device
     assert supported(op.w), "stream_gemv needs contiguous bf16/fp16 weights, K % 16 == 0, a Hopper GPU with NVRTC"
     assert n % MODES[op.mode][2] == 0, "gate_up must have an even number of rows"
+    t = op.tokens
+    assert 1 <= t <= MAX_TOKENS and (t == 1 or fuse is None), \
+        f"stream_gemv takes 1..{MAX_TOKENS} tokens a launch, one with a fused reduction"
     if isinstance(fuse, ReduceIn):
         assert 1 <= fuse.world <= MAX_RANKS
         check_vec(fuse.x, k, "x")
         check_vec(op.act, fuse.world * k, "act (the receive slots)", (torch.int64,))
-    else:
+    elif t == 1:
         check_vec(op.act, k, "act")
-    check_vec(op.out, op.units, "out")
+    else:
+        assert op.act.shape == (t, k) and op.act.dtype == torch.float32 and op.act.is_contiguous(), \
+            f"act must be contiguous float32 [{t}, {k}] for {t} tokens"
+    if t == 1:
+        check_vec(op.out, op.units, "out")
+    else:
+        assert op.out.shape == (t, op.units) and op.out.dtype == torch.float32 and op.out.is_contiguous(), \
+            f"out must be contiguous float32 [{t}, {op.units}]"
     assert op.act.data_ptr() % 16 == 0, "the activation must be 16-byte aligned"
     assert op.act.device == op.out.device == op.w.device
     if op.mode == "residual":
@@ -232,8 +257,9 @@ def stream_op(op: Op, eps: float = 1e-6, *, pdl: bool = False, budget: int | Non
     sig = (op.mode, -1 if op.norm_w is None else _KIND[op.norm_w.dtype],
            -1 if op.bias is None else _KIND[op.bias.dtype], op.w.shape[1])
     fuse_kind = 1 if isinstance(fuse, Push) else 2 if isinstance(fuse, ReduceIn) else 0
+    assert p["smem"] <= SMEM_MAX, f"{op.tokens} tokens of this GEMV need {p['smem']} bytes of shared memory"
     kern = _kernel(dev, sig, op.w.dtype == torch.float16, p["stages"], p["sums"], p["smem"], carveout, p["kc"],
-                   early, fuse_kind, fuse.world if isinstance(fuse, ReduceIn) else 1)
+                   early, fuse_kind, fuse.world if isinstance(fuse, ReduceIn) else 1, op.tokens)
     prm = _Params()
     prm.p = _Phase(op.w.data_ptr(), op.act.data_ptr(), op.norm_w.data_ptr() if op.norm_w is not None else 0,
                    op.bias.data_ptr() if op.bias is not None else 0, op.out.data_ptr(), op.units, op.w.shape[1],
@@ -258,18 +284,21 @@ def stream_op(op: Op, eps: float = 1e-6, *, pdl: bool = False, budget: int | Non
 
 # The one-op launches; `launch`: stream_op's keyword options (pdl, budget, early, carveout, skew, l2_prefetch).
 def stream_rmsnorm_gemv(x, w, out, norm_w=None, eps: float = 1e-6, bias=None, **launch):
-    """Same contract as kernels.rmsnorm_gemv.rmsnorm_gemv (reference: rmsnorm_gemv_ref)."""
+    """Same contract as kernels.rmsnorm_gemv.rmsnorm_gemv (reference: rmsnorm_gemv_ref); x [T, K] and out
+    [T, N] for T tokens."""
     stream_op(Op("rmsnorm_gemv", w, x, out, norm_w, bias), eps=eps, **launch)
     return out
 
 
 def stream_gemv_residual(a, w, x, **launch):
-    """Same contract as kernels.gemv_residual.gemv_residual (reference: gemv_residual_ref)."""
+    """Same contract as kernels.gemv_residual.gemv_residual (reference: gemv_residual_ref); a [T, K] and x
+    [T, N] for T tokens."""
     stream_op(Op("residual", w, a, x), **launch)
     return x
 
 
 def stream_gate_up_silu(x, norm_w, eps: float, w_gate_up, out, **launch):
-    """Same contract as kernels.gate_up_silu.rmsnorm_gate_up_silu (reference: rmsnorm_gate_up_silu_ref)."""
+    """Same contract as kernels.gate_up_silu.rmsnorm_gate_up_silu (reference: rmsnorm_gate_up_silu_ref); x
+    [T, K] and out [T, I] for T tokens."""
     stream_op(Op("gate_up", w_gate_up, x, out, norm_w), eps=eps, **launch)
     return out

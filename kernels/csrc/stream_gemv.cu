@@ -20,6 +20,14 @@ struct Phase {  // the launch's GEMV (mirrored by _Phase in Python)
 #ifndef WORLD
 #define WORLD 1  // FUSE 2: the ranks whose slots are summed (compiled in: their loads unrolled)
 #endif
+// NTOK tokens a launch (a speculative verify step's columns): act [NTOK, K], out [NTOK, units], every token's
+// arithmetic that of a one-token launch with the same slot width (SLOT_KC), so each token gets its bits.
+#ifndef NTOK
+#define NTOK 1
+#endif
+#if NTOK > 1 && FUSE != 0
+#error "a fused tensor-parallel reduction takes one token a launch"
+#endif
 struct Fuse {
   u64* slot[MAX_RANKS];    // push: rank q's receive slots (world x units words) as mapped here
   float* x;                // reduce-in: where CTA 0 writes the sum (the residual stream)
@@ -167,7 +175,7 @@ __device__ __forceinline__ void ll_push(const Fuse& f, int units, int row, float
 }
 
 // The RMSNorm scale from each consumer thread's partial sum of squares (1 without a norm); every consumer
-// thread is past its staging afterwards (consumers_sync).
+// thread is past its staging afterwards (consumers_sync). `red`: NWARP floats of its own (one set per token).
 template <int NORM_KIND> __device__ __forceinline__ float block_rstd(float ssq, float* red, int K, float eps) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (NORM_KIND >= 0) {
@@ -245,6 +253,19 @@ template <int NORM_KIND> __device__ __forceinline__ float4 norm4(const void* nw,
 // the tile's partial sums in registers over its K chunks, then writes them to acc[row * NWARP + w];
 // the epilogue adds the 8 partials of each row:
 //   out[u] = silu(rstd * W[u] . n) * (rstd * W[units + u] . n), n = x*norm_w
+// NTOK tokens: MMA n-block b takes tokens 2b (columns 0-2) and 2b + 1 (columns 4-6), so each token's parts sit
+// in the lanes and accumulator slots of a one-token launch's token (the MMA computes a column from its own B
+// column only); token t's fragments are staged at xb + t * XTOK, its partial sums at acc + t * SUMS.
+#define NBLK ((NTOK + 1) / 2)
+// Up to 2 n-blocks every B fragment of a slot is loaded before the MMAs; more would spill registers (8 tokens:
+// gate/up 44.6 us a launch against 21.9 at 4), so each is loaded beside its MMA.
+#define PRE_B (NBLK <= 2)
+// B fragment of n-block b for the 16 columns from `col`: lane l holds token 2b + l / 16's words (l % 16) * 2
+// (zeros for lanes l % 16 >= 12 and tokens past NTOK).
+__device__ __forceinline__ uint2 b_frag(const u32* xb, int b, int col, int lane, int xtok) {
+  const int t = 2 * b + (lane >> 4), lt = lane & 15;
+  return lt < 12 && t < NTOK ? *(const uint2*)(xb + t * xtok + (col >> 4) * XB + lt * 2) : make_uint2(0u, 0u);
+}
 template <int KC, int NORM_KIND>
 __device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const unsigned char* ring, u64* full,
                                                 u64* empty, float* acc, u32* xb, float* red, float eps,
@@ -253,68 +274,100 @@ __device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const u
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   int u0, nu;
   unit_range(ph, u0, nu);
-  const int nr = 2 * nu, K = ph.K;
+  const int nr = 2 * nu, K = ph.K, XTOK = K / 16 * XB;
   // What does not depend on the previous kernel is loaded before waiting for it: the norm weights.
   float4 nwp[NPRE];
 #pragma unroll
   for (int i = 0; i < NPRE; ++i) nwp[i] = norm4<NORM_KIND>(ph.norm_w, (tid + i * NCONSUMER) * 4, K);
   phase_wait();
-  // The activation, once per CTA, into shared memory as MMA fragments.
-  float ssq = 0.f;
-  float4 xa[NPRE];
-  act_chunks<NPRE>(ph.act, f, tid * 4, K, xa);
+  // The activation, once per CTA, into shared memory as MMA fragments (every token's first chunks in flight).
+  float ssq[NTOK], rstd[NTOK];
+  float4 xa[NTOK][NPRE];
 #pragma unroll
-  for (int i = 0; i < NPRE; ++i) {
-    const int k = (tid + i * NCONSUMER) * 4;
-    if (k < K) ssq += stage4(xb, k, xa[i], nwp[i]);
+  for (int t = 0; t < NTOK; ++t) act_chunks<NPRE>(ph.act + (size_t)t * K, f, tid * 4, K, xa[t]);
+#pragma unroll
+  for (int t = 0; t < NTOK; ++t) {
+    ssq[t] = 0.f;
+#pragma unroll
+    for (int i = 0; i < NPRE; ++i) {
+      const int k = (tid + i * NCONSUMER) * 4;
+      if (k < K) ssq[t] += stage4(xb + t * XTOK, k, xa[t][i], nwp[i]);
+    }
   }
   for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4) {
-    act_chunks<1>(ph.act, f, k, K, xa);
-    ssq += stage4(xb, k, xa[0], norm4<NORM_KIND>(ph.norm_w, k, K));
+    const float4 n = norm4<NORM_KIND>(ph.norm_w, k, K);
+#pragma unroll
+    for (int t = 0; t < NTOK; ++t) {
+      act_chunks<1>(ph.act + (size_t)t * K, f, k, K, xa[t]);
+      ssq[t] += stage4(xb + t * XTOK, k, xa[t][0], n);
+    }
   }
-  const float rstd = block_rstd<NORM_KIND>(ssq, red, K, eps);
+#pragma unroll
+  for (int t = 0; t < NTOK; ++t) rstd[t] = block_rstd<NORM_KIND>(ssq[t], red + t * NWARP, K, eps);
   // ldmatrix.x4 addresses: lane l gives row l % 16, columns + 8 * (l / 16), of this warp's 16-column steps
   const u32 aoff = (lane & 15) * ROWB + (lane >> 4) * 16 + warp * KS * 32;
   for (int g = 0; g < nr; g += MT) {
-    float d[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};  // two accumulators: shorter MMA chains
+    float d[NBLK][8];  // per n-block two accumulators: shorter MMA chains
+#pragma unroll
+    for (int b = 0; b < NBLK; ++b)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) d[b][i] = 0.f;
     for (int k0 = 0; k0 < K; k0 += KC, ++s) {
       const int buf = s % NS;
       mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
       const u32 sbase = smem_u32(ring + (size_t)buf * STAGE), abase = sbase + aoff;
       u32 a[KS][4];
-      uint2 b[KS];
+      uint2 bf[KS][PRE_B ? NBLK : 1];
 #pragma unroll
       for (int j = 0; j < KS; ++j) {  // all loads first, then the MMAs
         const int col = k0 + (warp * KS + j) * 16;
-        b[j] = make_uint2(0u, 0u);
         if (col < K) {  // warp-uniform
           ldsm4(abase + j * 32, a[j]);
-          if (lane < 12) b[j] = *(const uint2*)(xb + (col >> 4) * XB + lane * 2);
+          if (PRE_B)
+#pragma unroll
+            for (int b = 0; b < NBLK; ++b) bf[j][b] = b_frag(xb, b, col, lane, XTOK);
         }
       }
 #pragma unroll
-      for (int j = 0; j < KS; ++j)
-        if (k0 + (warp * KS + j) * 16 < K) mma(d + (j & 1) * 4, a[j], b[j].x, b[j].y);
+      for (int j = 0; j < KS; ++j) {
+        const int col = k0 + (warp * KS + j) * 16;
+        if (col < K)
+#pragma unroll
+          for (int b = 0; b < NBLK; ++b) {
+            const uint2 v = PRE_B ? bf[j][b] : b_frag(xb, b, col, lane, XTOK);
+            mma(d[b] + (j & 1) * 4, a[j], v.x, v.y);
+          }
+      }
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
     }
-    // lane 4i holds MMA columns 0-1 (hi, mid) of rows g + i and g + i + 8, lane 4i + 1 column 2 (lo)
-    const float c0 = d[0] + d[4], c2 = d[2] + d[6];
-    const float t0 = __shfl_down_sync(0xffffffffu, c0, 1), t2 = __shfl_down_sync(0xffffffffu, c2, 1);
-    if ((lane & 3) == 0) {
-      const int r = g + (lane >> 2);
-      if (r < nr) acc[r * NWARP + warp] = (d[0] + d[1]) + (d[4] + d[5]) + t0;
-      if (r + 8 < nr) acc[(r + 8) * NWARP + warp] = (d[2] + d[3]) + (d[6] + d[7]) + t2;
+    // lane 4i (4i + 2) holds MMA columns 0-1 (4-5): token 2b's (2b + 1's) hi and mid parts of rows g + i and
+    // g + i + 8; lane 4i + 1 (4i + 3) column 2 (6): its lo part
+#pragma unroll
+    for (int b = 0; b < NBLK; ++b) {
+      const float c0 = d[b][0] + d[b][4], c2 = d[b][2] + d[b][6];
+      const float t0 = __shfl_down_sync(0xffffffffu, c0, 1), t2 = __shfl_down_sync(0xffffffffu, c2, 1);
+      const int t = 2 * b + ((lane >> 1) & 1);
+      if ((lane & 1) == 0 && t < NTOK) {
+        float* at = acc + t * SUMS;
+        const int r = g + (lane >> 2);
+        if (r < nr) at[r * NWARP + warp] = (d[b][0] + d[b][1]) + (d[b][4] + d[b][5]) + t0;
+        if (r + 8 < nr) at[(r + 8) * NWARP + warp] = (d[b][2] + d[b][3]) + (d[b][6] + d[b][7]) + t2;
+      }
     }
   }
   consumers_sync();
-  for (int r = tid; r < nu; r += NCONSUMER) {
-    const float4 p = *(const float4*)(acc + r * NWARP), q = *(const float4*)(acc + r * NWARP + 4);
-    const float y = ((p.x + p.y) + (p.z + p.w)) + ((q.x + q.y) + (q.z + q.w));
-    const float4 e = *(const float4*)(acc + (nu + r) * NWARP), f = *(const float4*)(acc + (nu + r) * NWARP + 4);
-    const float u = ((e.x + e.y) + (e.z + e.w)) + ((f.x + f.y) + (f.z + f.w));
-    const float gt = y * rstd;
-    ph.out[u0 + r] = gt / (1.f + __expf(-gt)) * (u * rstd);
+#pragma unroll
+  for (int t = 0; t < NTOK; ++t) {
+    const float* at = acc + t * SUMS;
+    for (int r = tid; r < nu; r += NCONSUMER) {
+      const float4 p = *(const float4*)(at + r * NWARP), q = *(const float4*)(at + r * NWARP + 4);
+      const float y = ((p.x + p.y) + (p.z + p.w)) + ((q.x + q.y) + (q.z + q.w));
+      const float4 e = *(const float4*)(at + (nu + r) * NWARP), f = *(const float4*)(at + (nu + r) * NWARP + 4);
+      const float u = ((e.x + e.y) + (e.z + e.w)) + ((f.x + f.y) + (f.z + f.w));
+      const float gt = y * rstd[t];
+      ph.out[(size_t)t * ph.units + u0 + r] = gt / (1.f + __expf(-gt)) * (u * rstd[t]);
+    }
   }
 }
 
@@ -332,6 +385,8 @@ __device__ __forceinline__ float stage_f32(float* xs, int k, float4 v, float4 n)
   *(float4*)(xs + k) = make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
   return ssq;
 }
+// NTOK tokens: token t's activation staged at xs + t * K, its sums in chains of its own, in a one-token launch's
+// order.
 template <int MODE, int KC, int NORM_KIND, int BIAS_KIND>
 __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsigned char* ring, u64* full, u64* empty,
                                            float* xs, float* red, float eps, const Fuse& f) {
@@ -347,23 +402,37 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
   phase_wait();
   // the residual beside the activation (FUSE 1: rank 0's rows of x only; the other ranks start from zero)
   const bool has_res = MODE == 1 && (FUSE != 1 || f.rank == 0);
-  const float res0 = has_res && lane < 2 && my < nu ? __ldcg(ph.out + u0 + my) : 0.f;
-  float ssq = 0.f;
-  float4 xa[NPRE];
-  act_chunks<NPRE>(ph.act, f, tid * 4, K, xa);
+  float res0[NTOK], ssq[NTOK], rstd[NTOK];
+  float4 xa[NTOK][NPRE];
 #pragma unroll
-  for (int i = 0; i < NPRE; ++i) {
-    const int k = (tid + i * NCONSUMER) * 4;
-    if (k < K) ssq += stage_f32(xs, k, xa[i], nwp[i]);
+  for (int t = 0; t < NTOK; ++t) {
+    res0[t] = has_res && lane < 2 && my < nu ? __ldcg(ph.out + (size_t)t * ph.units + u0 + my) : 0.f;
+    act_chunks<NPRE>(ph.act + (size_t)t * K, f, tid * 4, K, xa[t]);
+  }
+#pragma unroll
+  for (int t = 0; t < NTOK; ++t) {
+    ssq[t] = 0.f;
+#pragma unroll
+    for (int i = 0; i < NPRE; ++i) {
+      const int k = (tid + i * NCONSUMER) * 4;
+      if (k < K) ssq[t] += stage_f32(xs + (size_t)t * K, k, xa[t][i], nwp[i]);
+    }
   }
 #pragma unroll 1  // (K > 2048 only; unrolled it takes registers the rest does not need)
   for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4) {
-    act_chunks<1>(ph.act, f, k, K, xa);
-    ssq += stage_f32(xs, k, xa[0], norm4<NORM_KIND>(ph.norm_w, k, K));
+    const float4 n = norm4<NORM_KIND>(ph.norm_w, k, K);
+#pragma unroll
+    for (int t = 0; t < NTOK; ++t) {
+      act_chunks<1>(ph.act + (size_t)t * K, f, k, K, xa[t]);
+      ssq[t] += stage_f32(xs + (size_t)t * K, k, xa[t][0], n);
+    }
   }
-  const float rstd = block_rstd<NORM_KIND>(ssq, red, K, eps);
+#pragma unroll
+  for (int t = 0; t < NTOK; ++t) rstd[t] = block_rstd<NORM_KIND>(ssq[t], red + t * NWARP, K, eps);
   for (int g = 0; g < nu; g += MT) {
-    float a0 = 0.f, b0 = 0.f, a1 = 0.f, b1 = 0.f;  // rows 2w and 2w + 1, two chains each
+    float a0[NTOK], b0[NTOK], a1[NTOK], b1[NTOK];  // rows 2w and 2w + 1, two chains each, per token
+#pragma unroll
+    for (int t = 0; t < NTOK; ++t) a0[t] = b0[t] = a1[t] = b1[t] = 0.f;
     for (int k0 = 0; k0 < K; k0 += KC, ++s) {
       const int buf = s % NS, nc = min(KC, K - k0);
       mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
@@ -372,34 +441,42 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
       for (int j = 0; j < (KC + 255) / 256; ++j) {
         const int c = lane * 8 + j * 256;
         if (c < nc) {
-          const float4 x0 = *(const float4*)(xs + k0 + c), x1 = *(const float4*)(xs + k0 + c + 4);
           const uint4 w0 = *(const uint4*)(row + c * 2), w1 = *(const uint4*)(row + ROWB + c * 2);
-          a0 += dot4(w0.x, w0.y, x0); b0 += dot4(w0.z, w0.w, x1);
-          a1 += dot4(w1.x, w1.y, x0); b1 += dot4(w1.z, w1.w, x1);
+#pragma unroll
+          for (int t = 0; t < NTOK; ++t) {
+            const float* xt = xs + (size_t)t * K + k0 + c;
+            const float4 x0 = *(const float4*)xt, x1 = *(const float4*)(xt + 4);
+            a0[t] += dot4(w0.x, w0.y, x0); b0[t] += dot4(w0.z, w0.w, x1);
+            a1[t] += dot4(w1.x, w1.y, x0); b1[t] += dot4(w1.z, w1.w, x1);
+          }
         }
       }
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
     }
-    float y0 = a0 + b0, y1 = a1 + b1;
-    for (int o = 16; o > 0; o >>= 1) {
-      y0 += __shfl_xor_sync(0xffffffffu, y0, o);
-      y1 += __shfl_xor_sync(0xffffffffu, y1, o);
-    }
     const int lr = g + my;
-    if (lane < 2 && lr < nu) {
-      const float y = lane ? y1 : y0;
-      if (MODE == 0) {
-        float o = y * rstd;
-        if (BIAS_KIND >= 0) o += g == 0 ? bias0 : any_f32<BIAS_KIND>(ph.bias, u0 + lr);
-        ph.out[u0 + lr] = o;
-      } else {
-        const float o = (g == 0 ? res0 : has_res ? __ldcg(ph.out + u0 + lr) : 0.f) + y;
+#pragma unroll
+    for (int t = 0; t < NTOK; ++t) {
+      float y0 = a0[t] + b0[t], y1 = a1[t] + b1[t];
+      for (int o = 16; o > 0; o >>= 1) {
+        y0 += __shfl_xor_sync(0xffffffffu, y0, o);
+        y1 += __shfl_xor_sync(0xffffffffu, y1, o);
+      }
+      if (lane < 2 && lr < nu) {
+        const float y = lane ? y1 : y0;
+        float* out = ph.out + (size_t)t * ph.units;
+        if (MODE == 0) {
+          float o = y * rstd[t];
+          if (BIAS_KIND >= 0) o += g == 0 ? bias0 : any_f32<BIAS_KIND>(ph.bias, u0 + lr);
+          out[u0 + lr] = o;
+        } else {
+          const float o = (g == 0 ? res0[t] : has_res ? __ldcg(out + u0 + lr) : 0.f) + y;
 #if FUSE == 1
-        ll_push(f, ph.units, u0 + lr, o);
+          ll_push(f, ph.units, u0 + lr, o);
 #else
-        ph.out[u0 + lr] = o;
+          out[u0 + lr] = o;
 #endif
+        }
       }
     }
   }
@@ -407,10 +484,10 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
 
 extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(const Params prm) {
   __shared__ __align__(8) u64 full[NS], empty[NS];
-  __shared__ float red[NWARP];
+  __shared__ float red[NTOK * NWARP];
   extern __shared__ __align__(128) unsigned char ring[];
-  float* acc = (float*)(ring + (size_t)NS * STAGE);  // [SUMS] partial row sums, NWARP per row
-  u32* xb = (u32*)(acc + SUMS);                      // [max K * XB / 16] the current activation, as MMA fragments
+  float* acc = (float*)(ring + (size_t)NS * STAGE);  // [NTOK][SUMS] partial row sums, NWARP per row
+  u32* xb = (u32*)(acc + NTOK * SUMS);               // [NTOK][K * XB / 16] the activation, as MMA fragments
   const int tid = threadIdx.x;
   if (tid == 0) ring_barriers_init(full, empty, NS, NWARP);
   __syncthreads();

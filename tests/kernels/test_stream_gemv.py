@@ -7,9 +7,9 @@ machines check the launch plan only."""
 
 import pytest
 import torch
-from kernel_helpers import HAS_CUDA, captured, poisoned, randn, rel_err
+from kernel_helpers import HAS_CUDA, captured, needs_nvrtc, poisoned, randn, rel_err
 
-from kernels import stream_gemv as sg
+from kernels import _cuda_rtc, stream_gemv as sg
 from kernels.gate_up_silu import rmsnorm_gate_up_silu_ref
 from kernels.gemv_residual import gemv_residual_ref
 from kernels.rmsnorm_gemv import rmsnorm_gemv_ref
@@ -190,3 +190,80 @@ def test_ops_released_early_in_a_graph_match_the_references(h, i, gen):
     for wo, wgu, wd, nw in layers:
         ref = mlp_ref(gemv_residual_ref(a, wo, ref), nw, wgu, wd)
     check_replays(captured(layer_stack), x, x0, ref, 10)
+
+
+# -- several tokens a launch (a speculative verify step's columns) ------------------------------------------------
+
+@pytest.mark.parametrize("op", [*LAYER_1_5B, *LAYER_3B])
+@pytest.mark.parametrize("budget", [64 << 10, 80 << 10, 164 << 10, None])
+def test_more_tokens_keep_a_one_token_launchs_slot_width(op, budget):
+    """The slot width fixes the order in which a token's products are summed, so every token count gets the
+    one-token launch's; the tokens' sums and staged activations take ring stages instead, down to two."""
+    one = sg.plan(op, 132, budget)
+    for t in (2, 3, 8, 16):
+        p = sg.plan((*op, t), 132, budget)
+        assert p["kc"] == one["kc"] and p["grid"] == one["grid"] and p["sums"] == one["sums"]
+        assert 2 <= p["stages"] <= one["stages"]
+
+
+def test_eight_tokens_of_the_1_5b_gemvs_a_step_streams_fit_one_cta():
+    """QKV, o_proj and gate/up (down_proj's 8 x 8,960 staged activations do not fit, nor the 3B's gate/up)."""
+    for op in [("residual", 1536, 1536), ("gate_up", 8960, 1536), ("rmsnorm_gemv", 2048, 1536)]:
+        assert sg.plan((*op, 8), 132)["smem"] <= sg.SMEM_MAX, op
+    assert sg.plan(("residual", 1536, 8960, 8), 132)["smem"] > sg.SMEM_MAX
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("tokens", [1, 2, 3, 8])
+@pytest.mark.parametrize("sig", [("rmsnorm_gemv", 0, 0, 1536), ("residual", -1, -1, 8960), ("gate_up", 0, -1, 1536)])
+def test_token_variants_compile_for_sm90a(sig, tokens):
+    src, name = sg.source(sig, False, 2, 1152, 1536, tokens=tokens)
+    assert f"#define NTOK {tokens}\n" in src
+    assert len(_cuda_rtc.nvrtc_compile(src, "sm_90a", ("--use_fast_math",))) > 0
+
+
+@needs_nvrtc
+def test_a_fused_reduction_with_several_tokens_does_not_compile():
+    src, _ = sg.source(("gate_up", 0, -1, 1536), False, 2, 1152, 1536, fuse=2, world=2, tokens=2)
+    with pytest.raises(_cuda_rtc.CudaError, match="one token a launch"):
+        _cuda_rtc.nvrtc_compile(src, "sm_90a", ("--use_fast_math",))
+
+
+TOKEN_SHAPES = [(2048, 1536), (1536, 1536), (37, 1008), (300, 272)]
+
+
+def _one_token_launches(fn, acts, outs):
+    for a, o in zip(acts, outs):
+        fn(a, o)
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("tokens", [2, 3, 8])
+@pytest.mark.parametrize("n,k", TOKEN_SHAPES)
+@pytest.mark.parametrize("mode", ["rmsnorm_gemv", "residual", "gate_up"])
+def test_each_of_several_tokens_gets_the_bits_of_its_own_one_token_launch(mode, n, k, tokens, gen):
+    budget = 64 << 10  # a step's small ring: the tokens then take the fewest stages
+    x = randn(tokens, k, gen=gen, device="cuda", scale=3.0)
+    x[1] *= 1e-3  # tokens of very different scales
+    w = randn(2 * n if mode == "gate_up" else n, k, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.05)
+    norm_w = randn(k, gen=gen, dtype=torch.bfloat16, device="cuda")
+    bias = randn(n, gen=gen, dtype=torch.bfloat16, device="cuda")
+    if mode == "rmsnorm_gemv":
+        def run(a, o):
+            sg.stream_rmsnorm_gemv(a, w, o, norm_w=norm_w, eps=1e-6, bias=bias, budget=budget, pdl=True)
+        start = poisoned(tokens, n, device="cuda")
+    elif mode == "residual":
+        def run(a, o):
+            sg.stream_gemv_residual(a, w, o, budget=budget, pdl=True)
+        start = randn(tokens, n, gen=gen, device="cuda", scale=5.0)
+    else:
+        def run(a, o):
+            sg.stream_gate_up_silu(a, norm_w, 1e-6, w, o, budget=budget, pdl=True)
+        start = poisoned(tokens, n, device="cuda")
+    many, one = start.clone(), start.clone()
+    run(x, many)
+    _one_token_launches(run, x, one)
+    torch.cuda.synchronize()
+    assert torch.equal(many, one)
+    assert not many.isnan().any()
