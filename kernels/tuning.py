@@ -111,13 +111,18 @@ class Tuning:
                                      "column GEMVs (kernels.cols_gemv) up to hidden size 1024 (135M model: step "
                                      "424 vs 475 us, verify 8 1044 vs 1177; 1.5B: step 1357 vs 1125)",
                                      "PERF.md: Speculative verify step")
+    stream_verify: bool = knob(True, "where every layer weight but down_proj streams (kernels.stream_gemv), a "
+                               "speculating run's plain steps stream them beside the Triton attention and its verify "
+                               "steps stream k tokens a launch (1.5B: PERF.md)", "PERF.md: Speculative verify step")
     mma_gemv: bool = knob(False, "the one-launch GEMVs of plain and speculating steps are Triton's: the tensor-core "
                           "ones make a one-token step 1.78x (H100, 1.5B)", "PERF.md: Tensor-core GEMVs")
 
     def with_gemv_family(self, family: str) -> "Tuning":
         """This row with the one-launch GEMVs of plain and speculating steps forced to `family` ("triton",
-        "mma" or "cols", where the GPU runs them) at every hidden size: the lab's and tests' A/B."""
-        return replace(self, mma_gemv=family == "mma", cols_gemv_max_hidden=1 << 30 if family == "cols" else 0)
+        "mma" or "cols", where the GPU runs them) at every hidden size, or a speculating run's GEMVs streamed
+        ("overlap", where they stream): the lab's and tests' A/B."""
+        return replace(self, mma_gemv=family == "mma", cols_gemv_max_hidden=1 << 30 if family == "cols" else 0,
+                       stream_verify=family == "overlap")
 
     def streams_qkv_gate_up(self, hidden_size: int) -> bool:
         """Whether QKV and gate/up stream beside o_proj in the overlap GEMVs, for this hidden size."""
@@ -153,7 +158,8 @@ def generic(info: DeviceInfo) -> Tuning:
     prefetch = (info.l2_bytes * 2 // 50) // MB * MB if info.capability >= (9, 0) else 0
     return replace(H200, name="generic", why=f"fallback for {info.name}: {info.sms} SMs, "
                    f"{info.smem_per_block >> 10} KB shared memory per block, {info.l2_bytes >> 20} MB L2",
-                   cuda_attention=False, stream_gemv=False, fp8_cuda_gemv=False, fp8_stream=(), cols_gemv_max_hidden=0,
+                   cuda_attention=False, stream_gemv=False, stream_verify=False, fp8_cuda_gemv=False, fp8_stream=(),
+                   cols_gemv_max_hidden=0,
                    gate_up_l2_prefetch=0, down_l2_prefetch=prefetch,
                    fp8_down_l2_prefetch=prefetch,
                    gemv_overrides=())

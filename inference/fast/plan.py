@@ -185,6 +185,16 @@ def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
     return mode
 
 
+def verify_gemv(t: Tuning, target: Target, cfg: ModelConfig) -> str:
+    """The GEMVs of a speculating run's plain steps, which its verify steps repeat on k columns: "overlap" (QKV,
+    o_proj and gate/up streamed, kernels.stream_gemv, k tokens a launch in a verify step; down_proj Triton) where
+    the row says stream_verify, streams them at this hidden size and the GPU runs them, unless the row's one-launch
+    GEMVs are the CUDA column ones; else plain_gemv's."""
+    plain = plain_gemv(t, target, cfg.hidden_size)
+    streams = t.stream_verify and t.streams_qkv_gate_up(cfg.hidden_size) and set(STREAMED) <= target.streamable
+    return "overlap" if streams and plain != "cols" else plain
+
+
 def plain_gemv(t: Tuning, target: Target, hidden_size: int) -> str:
     """The one-launch GEMVs of this row's 16-bit plain steps, which a speculating run's verify steps repeat on k
     columns: "cols" up to the row's cols_gemv_max_hidden where the GPU runs them, "mma" where the row says

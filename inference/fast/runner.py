@@ -47,7 +47,7 @@ from ..quant import LINEAR_FIELDS, Fp8Weight, is_fp8
 from ..runner import Runner
 from ..sampling import Sampler, SamplingParams
 from ..weights import ModelWeights
-from .plan import STREAMED, LayerPlan, StepPlan, Target, Workspace, choose, plain_gemv
+from .plan import STREAMED, LayerPlan, StepPlan, Target, Workspace, choose, verify_gemv
 from .prefill import PrefillModel
 from .step import StepLaunches, bind_step
 
@@ -303,11 +303,10 @@ class FastRunner(Runner):
     def speculative_kernels(self) -> tuple[str, str]:
         """(attention, gemv) modes of a speculating run's plain steps, whose arithmetic its verify steps repeat
         per column: the Triton attention, and the column GEMVs the runner was asked for (gemv "cols" or "mma"),
-        else the row's one-launch GEMVs (plan.plain_gemv: the CUDA column GEMVs, the tensor-core ones or the
-        Triton ones; inference.speculative.fast_verify)."""
+        else plan.verify_gemv's (the streamed GEMVs, the CUDA column ones, the tensor-core ones or Triton's;
+        inference.speculative.fast_verify)."""
         asked = (getattr(self, "_modes_before_speculation", None) or (self.attention_mode, self.gemv_mode))[1]
-        return "triton", asked if asked in ("cols", "mma") else plain_gemv(self.tuning, self.target,
-                                                                           self.cfg.hidden_size)
+        return "triton", asked if asked in ("cols", "mma") else verify_gemv(self.tuning, self.target, self.cfg)
 
     @property
     def speculation_keeps_kernels(self) -> bool:

@@ -142,7 +142,8 @@ def edit_main(args, engine) -> dict:
     return result
 
 
-def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8, 16), families=("triton", "mma", "cols")) -> dict:
+def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8, 16),
+                families=("triton", "mma", "cols", "overlap")) -> dict:
     import torch
 
     with torch.inference_mode():
@@ -150,10 +151,11 @@ def verify_cost(engine, context: int, iters: int = 50, widths=(2, 4, 8, 16), fam
 
 
 def _verify_cost(engine, context: int, iters: int, widths, families) -> dict:
-    """Per GEMV family of the speculation (the tuning row's, plan.plain_gemv: "triton" = the k-column Triton
-    twins, "mma" = the tensor-core GEMVs, "cols" = the CUDA column GEMVs): device time per replay of the one-token step graph on the kernels a
-    speculating run decodes with and of the verify graph of each width; and a one-token step on the runner's
-    default kernels (plain decode without speculation), us."""
+    """Per GEMV family of the speculation (plan.verify_gemv's: "triton" = the k-column Triton twins, "mma" = the
+    tensor-core GEMVs, "cols" = the CUDA column GEMVs, "overlap" = the streamed GEMVs; those this model and GPU
+    run): device time per replay of the one-token step graph on the kernels a speculating run decodes with and
+    of the verify graph of each width; and a one-token step on the runner's default kernels (plain decode
+    without speculation), us."""
     from dataclasses import replace
 
     import torch
@@ -179,6 +181,8 @@ def _verify_cost(engine, context: int, iters: int, widths, families) -> dict:
     out = {"context": context}
     for family in families:
         runner.use_tuning(base.with_gemv_family(family), *modes)
+        if runner.speculative_kernels[1] != family:  # not for this model or GPU
+            continue
         runner.start(prompt, SamplingParams(max_tokens=4 * iters + 64, ignore_eos=True, speculate=True))
         v = runner._verifier()
         pos = runner.host_pos
@@ -215,7 +219,7 @@ def verify_main(args, engine) -> dict:
     print("| speculation's GEMVs | one-token step us (kernels) | tokens per verify step | verify graph us "
           "| vs its one-token step | vs default step | verify call (host wait) us |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for family in ("triton", "mma", "cols"):
+    for family in ("triton", "mma", "cols", "overlap"):
         f = r.get(family)
         for key, x in (f or {}).items():
             if isinstance(x, dict):

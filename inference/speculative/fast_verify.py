@@ -9,7 +9,11 @@ inference.fast.plan.plain_gemv; FastRunner.speculative_kernels):
   partial sums per column; `group` columns per program); the plain steps run the Triton kernels;
 - "mma": the tensor-core GEMVs of 1..16 columns (kernels.gemv_mma_cols, kernels.lm_head_mma_cols), whose
   column bits do not depend on the column count; the plain steps run them on one column;
-- "cols": the CUDA C GEMVs of 1..16 columns on CUDA cores (kernels.cols_gemv), the same property.
+- "cols": the CUDA C GEMVs of 1..16 columns on CUDA cores (kernels.cols_gemv), the same property;
+- "overlap": QKV, o_proj and gate/up stream their weights (kernels.stream_gemv) for up to STREAM_TOKENS columns a
+  launch, each column's sums in the order of the plain step's one-token launch (the same ring budgets, so the same
+  slot width); down_proj and the LM head are the "triton" family's; the plain steps run the overlap GEMVs beside
+  the Triton attention.
 Per layer: QKV, decode_attention_cols (the KC new k/v rows written, each column attending causally; column c
 is the Triton decode attention at pos + c), o_proj, gate/up, down; then the LM head + argmax: the KC argmaxes,
 the length n of the drafted prefix that agrees with them, and the runner's step state left as its own step
@@ -45,11 +49,23 @@ from kernels.gemv_residual_cols import gemv_residual_cols
 from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols
 from kernels.lm_head_mma_cols import lm_head_argmax_mma, mma_scratch
 from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols
+from kernels.stream_gemv import stream_gate_up_silu, stream_gemv_residual, stream_rmsnorm_gemv
 
 # tokens per verify step (the last one + up to 15 drafted; 16 only after a whole draft held: DraftConfig.short_draft)
 BUCKETS = (2, 4, 8, 16)
 SLOTS = 2  # verify steps in flight at once (inference.speculative.decode chains one behind another)
-GEMVS = ("triton", "mma", "cols")
+GEMVS = ("triton", "mma", "cols", "overlap")
+STREAM_TOKENS = 8  # columns a streamed launch takes at most (gate/up's 16 would need more shared memory than a CTA)
+
+
+def _by_tokens(launch, act: int, out: int, **kw):
+    """launch(*args) over the rows of args[act] and args[out] (the columns), STREAM_TOKENS at a time."""
+    def run(*args):
+        for i in range(0, args[act].shape[0], STREAM_TOKENS):
+            a = list(args)
+            a[act], a[out] = args[act][i:i + STREAM_TOKENS], args[out][i:i + STREAM_TOKENS]
+            launch(*a, **kw)
+    return run
 
 
 class FastVerifier:
@@ -67,6 +83,7 @@ class FastVerifier:
         self.cfg, self.w, self.cache, self.cos, self.sin = cfg, weights, cache, cos, sin
         self.token, self.pos, self.x = token, pos, x
         self.tuning, self.pdl = tuning, pdl
+        self.sms = torch.cuda.get_device_properties(token.device).multi_processor_count if gemv == "overlap" else 0
         self.group = group if group is not None else tuning.verify_group if tuning is not None else None
         self.buckets = tuple(sorted(buckets))
         self.width = self.buckets[-1]
@@ -135,15 +152,21 @@ class FastVerifier:
         X, qkv, attn, h = self.X[:kc], self.qkv[:kc], self.attn[:kc], self.h[:kc]
         draft, klen, result = self.dev_in[slot][:-1], self.dev_in[slot][-1:], self.result[slot][kc]
         embed_cols(self.x, draft, w.embed, X)  # X[0] = x, X[c] = embed[draft[c - 1]]: one launch
+        g = None if self.group is None or kc % min(self.group, kc) else self.group
         if self.gemv in ("mma", "cols"):
             fs = ((rmsnorm_gemv_mma, gemv_residual_mma, rmsnorm_gate_up_silu_mma) if self.gemv == "mma" else
                   (cols_rmsnorm_gemv, cols_gemv_residual, cols_rmsnorm_gate_up_silu))
             qkv_, o_, gate_up_, down_ = (partial(f, pdl=pdl) for f in fs + fs[1:2])
         else:
-            g = None if self.group is None or kc % min(self.group, kc) else self.group
             at = dict(pdl=pdl, tuning=self.tuning, group=g)
             qkv_, o_, gate_up_, down_ = (partial(f, **at) for f in (rmsnorm_gemv_cols, gemv_residual_cols,
                                                                     rmsnorm_gate_up_silu_cols, gemv_residual_cols))
+        if self.gemv == "overlap":  # the plain step's streamed launches (inference.fast.plan._layer), k columns
+            t = self.tuning
+            qkv_ = _by_tokens(stream_rmsnorm_gemv, 0, 2, pdl=pdl, budget=t.qkv_budget)
+            o_ = _by_tokens(stream_gemv_residual, 0, 2, pdl=pdl, budget=t.o_budget)
+            gate_up_ = _by_tokens(stream_gate_up_silu, 0, 4, pdl=pdl, budget=t.gate_up_budget,
+                                  skew=t.skew_for(self.cfg.intermediate_size, self.sms))
         for i, layer in enumerate(w.layers):
             qkv_(X, layer.qkv, qkv, layer.attn_norm, eps, layer.qkv_bias)
             decode_attention_cols(qkv, self.pos, self.cache.k[i], self.cache.v[i], self.cos, self.sin, attn, self.ws,

@@ -1,7 +1,7 @@
 """Speculative decoding on the GPU fast path (inference.speculative.fast_verify), random weights.
 
 For each GEMV family of the speculation (the k-column twins of the Triton decode kernels, the tensor-core GEMVs
-of 1..16 columns, the CUDA column GEMVs of kernels.cols_gemv) column c of a verify step is bit for bit the plain step
+of 1..16 columns, the CUDA column GEMVs of kernels.cols_gemv, the streamed GEMVs over k tokens) column c of a verify step is bit for bit the plain step
 of a speculating run at position pos + c. So, in bf16, speculative greedy output equals the plain greedy
 output on those kernels token for token, and a verify step's logits and cache rows equal those of the plain
 steps they replace, bit for bit.
@@ -45,7 +45,8 @@ def run(engine, ids, **kw):
 
 @pytest.mark.parametrize("shape,gemv", [("qwen2.5-coder-1.5b", "triton"), ("qwen2.5-coder-1.5b", "mma"),
                                         ("qwen3-1.7b", "triton"), ("llama-3.2-1b", "mma"),
-                                        ("qwen2.5-coder-1.5b", "cols"), ("qwen3-1.7b", "cols"), ("llama-3.2-1b", "cols")])
+                                        ("qwen2.5-coder-1.5b", "cols"), ("qwen3-1.7b", "cols"), ("llama-3.2-1b", "cols"),
+                                        ("qwen2.5-coder-1.5b", "overlap")])
 def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_path_factory, shape, gemv):
     dtype = "bfloat16"
     e = engine_for(tmp_path_factory, shape, dtype, layers=2, gemv=gemv)
@@ -61,7 +62,8 @@ def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_p
 
 
 @pytest.mark.parametrize("shape,gemv", [("qwen2.5-coder-1.5b", "triton"), ("qwen2.5-coder-1.5b", "mma"),
-                                        ("qwen3-1.7b", "mma"), ("qwen2.5-coder-1.5b", "cols"), ("qwen3-1.7b", "cols")])
+                                        ("qwen3-1.7b", "mma"), ("qwen2.5-coder-1.5b", "cols"), ("qwen3-1.7b", "cols"),
+                                        ("qwen2.5-coder-1.5b", "overlap")])
 def test_a_verify_step_computes_the_plain_steps_logits_and_cache_rows_bit_for_bit(tmp_path_factory, shape, gemv):
     from inference.sampling import SamplingParams
     from inference.speculative.fast_verify import BUCKETS
@@ -89,7 +91,7 @@ def test_a_verify_step_computes_the_plain_steps_logits_and_cache_rows_bit_for_bi
         assert int(runner.token) == tokens[-1]
 
 
-@pytest.mark.parametrize("gemv", ["triton", "mma", "cols"])
+@pytest.mark.parametrize("gemv", ["triton", "mma", "cols", "overlap"])
 def test_verify_graph_equals_the_eager_verify(tmp_path_factory, gemv):
     from inference.sampling import SamplingParams
 

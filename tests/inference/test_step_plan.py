@@ -20,7 +20,7 @@ import pytest
 import torch
 
 from inference.config import ModelConfig
-from inference.fast.plan import STREAMED, Prefetch, Target, Workspace, choose, plain_gemv
+from inference.fast.plan import STREAMED, Prefetch, Target, Workspace, choose, plain_gemv, verify_gemv
 from inference.fast.step import KERNELS, bind_step
 from inference.quant import LINEAR_FIELDS, Fp8Weight
 from inference.weights import LayerWeights, ModelWeights
@@ -364,6 +364,26 @@ def test_gemv_cols_plans_the_cuda_column_gemvs_where_the_gpu_runs_them():
     assert plain_gemv(gpu.row.with_gemv_family("cols"), target(gpu, big), big.hidden_size) == "cols"
 
 
+def test_a_speculating_run_streams_its_gemvs_where_every_weight_but_down_proj_streams():
+    """plan.verify_gemv: "overlap" (kernels.stream_gemv, k tokens a launch in the verify step) where the row says
+    stream_verify and streams QKV and gate/up at this hidden size on a GPU that runs them; the CUDA column GEMVs
+    keep the small models; elsewhere the one-launch GEMVs."""
+    gpu = GPUS["h200"]
+    big, small, wide = (model_config(s) for s in ("qwen2.5-coder-1.5b", "smollm2-135m", "qwen2.5-coder-3b"))
+    assert verify_gemv(gpu.row, target(gpu, big), big) == "overlap"
+    assert verify_gemv(gpu.row, target(gpu, small), small) == "cols"
+    assert verify_gemv(gpu.row, target(gpu, wide), wide) == "triton"  # hidden 2048: QKV and gate/up do not stream
+    assert verify_gemv(replace(gpu.row, stream_verify=False), target(gpu, big), big) == "triton"
+    assert verify_gemv(gpu.row, target(GPUS["h200-no-nvrtc"], big), big) == "triton"
+    assert verify_gemv(gpu.row.with_gemv_family("mma"), target(gpu, big), big) == "mma"
+    assert verify_gemv(gpu.row.with_gemv_family("triton"), target(gpu, big), big) == "triton"
+    plan = choose(big, gpu.row, target(gpu, big), "triton", "overlap")  # what its plain steps run
+    p = plan.at(0)
+    assert (p.attention_kind, p.gemv_kind) == ("triton", "overlap") and plan.at(4096) == p
+    assert [getattr(p, s).kernel for s in p.SLOTS] == [
+        "stream_rmsnorm_gemv", "decode_attention", "stream_gemv_residual", "stream_gate_up_silu", "gemv_residual"]
+
+
 @pytest.mark.parametrize("attention, gemv, message", [
     ("cuda", "auto", "head_dim 128"), ("flash", "auto", "auto, cuda or triton"), ("auto", "cublas", "auto, overlap")])
 def test_modes_the_gpu_or_model_cannot_run_are_refused(attention, gemv, message):
@@ -467,25 +487,25 @@ def test_a_real_runner_plans_as_the_fakes_assume(weights, tmp_path):
 
 
 @pytest.mark.parametrize("mma_gemv", [False, True])
-@pytest.mark.parametrize("gpu, shape, triton_anyway, cols", [
-    ("h200", "smollm2-135m", True, True),  # head_dim 64: Triton attention anyway; hidden 576: the column GEMVs
-    ("h200", "qwen2.5-coder-1.5b", False, False),  # cluster attention + streamed GEMVs below the switch
-    ("h200-no-nvrtc", "qwen2.5-coder-1.5b", True, False),  # no CUDA C here: Triton attention anyway
-    ("generic-hopper", "qwen2.5-coder-3b", True, False),  # the generic row runs Triton attention only
+@pytest.mark.parametrize("gpu, shape, triton_anyway, family", [
+    ("h200", "smollm2-135m", True, "cols"),  # head_dim 64: Triton attention anyway; hidden 576: the column GEMVs
+    ("h200", "qwen2.5-coder-1.5b", False, "overlap"),  # cluster attention + streamed GEMVs below the switch
+    ("h200-no-nvrtc", "qwen2.5-coder-1.5b", True, None),  # no CUDA C here: Triton attention anyway
+    ("generic-hopper", "qwen2.5-coder-3b", True, None),  # the generic row runs Triton attention only
 ])
-def test_speculation_is_on_by_default_only_where_it_keeps_the_runners_kernels(gpu, shape, triton_anyway, cols,
+def test_speculation_is_on_by_default_only_where_it_keeps_the_runners_kernels(gpu, shape, triton_anyway, family,
                                                                               mma_gemv):
     """FastRunner.speculation_keeps_kernels (the engine's default for `speculate`): a speculating request runs
-    the Triton attention and the row's one-launch GEMVs (the CUDA column GEMVs up to its cols_gemv_max_hidden,
-    else Triton's, or the MMA ones where it says mma_gemv); that is the model's usual plan where it runs the
-    Triton attention anyway, whichever the GEMVs."""
+    the Triton attention and plan.verify_gemv's GEMVs (the CUDA column GEMVs up to the row's cols_gemv_max_hidden,
+    the streamed ones where every weight but down_proj streams, else Triton's, or the MMA ones where it says
+    mma_gemv); that is the model's usual plan where it runs the Triton attention anyway, whichever the GEMVs."""
     from inference.fast.runner import FastRunner
 
     cfg = model_config(shape)
     runner = SimpleNamespace(cfg=cfg, tuning=replace(GPUS[gpu].row, mma_gemv=mma_gemv), can_verify=True,
                              target=target(GPUS[gpu], cfg), attention_mode="auto", gemv_mode="auto")
     runner.speculative_kernels = FastRunner.speculative_kernels.fget(runner)
-    assert runner.speculative_kernels == ("triton", "cols" if cols else "mma" if mma_gemv else "triton")
+    assert runner.speculative_kernels == ("triton", family or ("mma" if mma_gemv else "triton"))
     assert FastRunner.speculation_keeps_kernels.fget(runner) is triton_anyway
     runner._modes_before_speculation = ("auto", "auto")  # a speculating request switched it meanwhile
     runner.attention_mode, runner.gemv_mode = runner.speculative_kernels
