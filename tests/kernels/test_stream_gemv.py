@@ -12,6 +12,7 @@ from kernel_helpers import HAS_CUDA, captured, needs_nvrtc, poisoned, randn, rel
 from kernels import _cuda_rtc, stream_gemv as sg
 from kernels.gate_up_silu import rmsnorm_gate_up_silu_ref
 from kernels.gemv_residual import gemv_residual_ref
+from kernels.gemv_residual_cols import gemv_residual_cols_ref
 from kernels.rmsnorm_gemv import rmsnorm_gemv_ref
 
 hopper = pytest.mark.skipif(
@@ -211,6 +212,7 @@ def test_eight_tokens_of_the_1_5b_gemvs_a_step_streams_fit_one_cta():
     for op in [("residual", 1536, 1536), ("gate_up", 8960, 1536), ("rmsnorm_gemv", 2048, 1536)]:
         assert sg.plan((*op, 8), 132)["smem"] <= sg.SMEM_MAX, op
     assert sg.plan(("residual", 1536, 8960, 8), 132)["smem"] > sg.SMEM_MAX
+    assert sg.plan(("gate_up", 11008, 2048, 8), 132)["smem"] > sg.SMEM_MAX
 
 
 @needs_nvrtc
@@ -267,3 +269,20 @@ def test_each_of_several_tokens_gets_the_bits_of_its_own_one_token_launch(mode, 
     torch.cuda.synchronize()
     assert torch.equal(many, one)
     assert not many.isnan().any()
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("n,k,tokens", [(1536, 8960, 2), (1536, 4480, 4), (300, 272, 16)])
+def test_a_residual_gemv_of_down_projs_shapes_gives_each_token_its_bits(n, k, tokens, gen):
+    """down_proj's long K (the 1.5B's, a TP=2 rank's) as far as the tokens' staged activations fit; 16 tokens."""
+    a = randn(tokens, k, gen=gen, device="cuda")
+    w = randn(n, k, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.05)
+    x = randn(tokens, n, gen=gen, device="cuda", scale=5.0)
+    many, one = x.clone(), x.clone()
+    sg.stream_gemv_residual(a, w, many, pdl=True)
+    for t in range(tokens):
+        sg.stream_gemv_residual(a[t], w, one[t], pdl=True)
+    torch.cuda.synchronize()
+    assert torch.equal(many, one)
+    assert rel_err(many, gemv_residual_cols_ref(a, w, x)) <= 1e-5
