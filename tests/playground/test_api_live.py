@@ -308,7 +308,8 @@ def test_a_waiting_stream_shows_its_queue_position_and_a_disconnect_while_queued
             with http.stream("POST", "/v1/chat/completions", json=body) as waiting:
                 waiting_id = int(waiting.headers["X-Run-Id"])
                 comments = []
-                for line in waiting.iter_lines():
+                waiting_lines = waiting.iter_lines()  # held: a generator dropped at `break` closes the connection
+                for line in waiting_lines:
                     if line.startswith(":"):
                         comments.append(line)
                     if len(comments) == 2:
