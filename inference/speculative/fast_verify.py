@@ -1,10 +1,10 @@
 """The fast path's verify step: the last token + up to `width - 1` drafted ones, over the DECODE kernels.
 
 A verify step of KC tokens (a draft-width bucket: 2, 4, 8 or 16) runs the decode step's layer loop on KC columns:
-every weight tile is read once for the KC columns, and column c computes, bit for bit, what the plain decode
-step of a speculating run computes at position pos + c. Three families of GEMVs (`gemv`: the tuning row's,
-inference.fast.plan.plain_gemv; FastRunner.speculative_kernels):
-- "triton" (default): the k-column twins of the one-column Triton decode kernels on CUDA cores
+every weight tile is read once for the KC columns (16 streamed columns: twice), and column c computes, bit for
+bit, what the plain decode step of a speculating run computes at position pos + c. Four families of GEMVs
+(`gemv`: the tuning row's, inference.fast.plan.verify_gemv; FastRunner.speculative_kernels):
+- "triton" (the constructor's default): the k-column twins of the one-column Triton decode kernels on CUDA cores
   (kernels/{rmsnorm_gemv,gemv_residual,gate_up_silu,lm_head_argmax}_cols.py: the same launch configs and
   partial sums per column; `group` columns per program); the plain steps run the Triton kernels;
 - "mma": the tensor-core GEMVs of 1..16 columns (kernels.gemv_mma_cols, kernels.lm_head_mma_cols), whose
