@@ -1,7 +1,7 @@
 """Where a speculative verify step's time goes, kernel by kernel, against the one-token step (GPU only):
 
     python -m lab.profile_verify [--model FILE_OR_DIR | --shape qwen2.5-coder-1.5b] [--context 512]
-        [--families triton,mma] [--widths 2,4,8] [--groups 1,2,4,8]
+        [--families triton,mma,cols,overlap] [--widths 2,4,8] [--groups 1,2,4,8]
 
 Per GEMV family of the speculation (inference.speculative.fast_verify): the one-token step graph a speculating
 run decodes with and the verify graph of each width, each replayed plainly (us per replay) and under
@@ -40,7 +40,8 @@ def kernel_table(graph: torch.cuda.CUDAGraph, replays: int, tmp: str) -> dict[st
     durs: dict[str, list[float]] = defaultdict(list)
     for e in events:
         name = e["name"][:48]
-        if "gemv_residual" in name:  # o_proj then down_proj in every layer
+        if "gemv_residual" in name and not name.startswith("stream"):  # o_proj then down_proj in every layer
+            # (the streamed family's o_proj is a kernel of its own)
             name = f"{name} #{seen[name] % 2 + 1}"
             seen[e["name"][:48]] += 1
         durs[name].append(e["dur"])
@@ -53,7 +54,7 @@ def main(argv=None):
     p.add_argument("--model", default=None, help="a real model (GGUF file or folder); default: --shape, random")
     p.add_argument("--shape", default="qwen2.5-coder-1.5b")
     p.add_argument("--context", type=int, default=512)
-    p.add_argument("--families", default="triton,mma,cols")
+    p.add_argument("--families", default="triton,mma,cols,overlap")
     p.add_argument("--widths", default="2,4,8")
     p.add_argument("--groups", default="", help="the Triton family's columns per program to time, e.g. 1,2,4,8")
     p.add_argument("--replays", type=int, default=20)
@@ -73,6 +74,9 @@ def main(argv=None):
     print(f"{name}, {torch.cuda.get_device_name()}, context {args.context}, tuning {base.name}")
     for family in [f for f in args.families.split(",") if f]:
         runner.use_tuning(base.with_gemv_family(family), *modes)
+        if runner.speculative_kernels[1] != family:
+            print(f"\n{family} family: not on this model or GPU")
+            continue
         runner.start(prompt, SamplingParams(max_tokens=8 * args.replays + 64, ignore_eos=True, speculate=True))
         v = runner.verify_step()
         pos = runner.host_pos
