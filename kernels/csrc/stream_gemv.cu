@@ -239,6 +239,12 @@ __device__ __forceinline__ float stage4(u32* xb, int k, float4 v, float4 n) {
   p[(8 + q) * 2] = l01; p[(9 + q) * 2] = l23;
   return ssq;
 }
+// Activation elements k..k+3 times the norm weights n, as fp32 (consume_cc's layout). Returns their sum of squares.
+__device__ __forceinline__ float stage_f32(float* xs, int k, float4 v, float4 n) {
+  const float ssq = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  *(float4*)(xs + k) = make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
+  return ssq;
+}
 template <int NORM_KIND> __device__ __forceinline__ float4 norm4(const void* nw, int k, int K) {
   float4 n = make_float4(1.f, 1.f, 1.f, 1.f);
   if (NORM_KIND >= 0 && k < K) {
@@ -246,6 +252,56 @@ template <int NORM_KIND> __device__ __forceinline__ float4 norm4(const void* nw,
     n.z = any_f32<NORM_KIND>(nw, k + 2); n.w = any_f32<NORM_KIND>(nw, k + 3);
   }
   return n;
+}
+
+// Every token's activation (the input, or FUSE 2 the ranks' slots summed) times the norm weights, staged into dst
+// (token t at dst + t * stride) as MMA fragments (FRAG: stage4, gate/up) or fp32 (stage_f32, consume_cc), the
+// first NPRE chunks of every token loaded before any is staged; then each token's RMSNorm scale into rstd (red:
+// NWARP floats a token). consume_cc's loop past those chunks stays rolled (K > 2048 only; unrolled it takes
+// registers the rest does not need), gate/up's is the compiler's: two loops, so that each consumer compiles as
+// it did before the helper.
+template <int NORM_KIND, int NPRE, bool FRAG>
+__device__ __forceinline__ void stage_tokens(const Phase& ph, int K, const Fuse& f, const float4 (&nwp)[NPRE],
+                                             float* red, float eps, float (&rstd)[NTOK], void* dst, int stride) {
+  auto stage = [&](int t, int k, float4 x, float4 n) {
+    return FRAG ? stage4((u32*)dst + t * stride, k, x, n) : stage_f32((float*)dst + (size_t)t * stride, k, x, n);
+  };
+  const int tid = threadIdx.x;
+  float ssq[NTOK];
+  float4 xa[NTOK][NPRE];
+#pragma unroll
+  for (int t = 0; t < NTOK; ++t) act_chunks<NPRE>(ph.act + (size_t)t * K, f, tid * 4, K, xa[t]);
+#pragma unroll
+  for (int t = 0; t < NTOK; ++t) {
+    ssq[t] = 0.f;
+#pragma unroll
+    for (int i = 0; i < NPRE; ++i) {
+      const int k = (tid + i * NCONSUMER) * 4;
+      if (k < K) ssq[t] += stage(t, k, xa[t][i], nwp[i]);
+    }
+  }
+  if (FRAG) {
+    for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4) {
+      const float4 n = norm4<NORM_KIND>(ph.norm_w, k, K);
+#pragma unroll
+      for (int t = 0; t < NTOK; ++t) {
+        act_chunks<1>(ph.act + (size_t)t * K, f, k, K, xa[t]);
+        ssq[t] += stage(t, k, xa[t][0], n);
+      }
+    }
+  } else {
+#pragma unroll 1
+    for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4) {
+      const float4 n = norm4<NORM_KIND>(ph.norm_w, k, K);
+#pragma unroll
+      for (int t = 0; t < NTOK; ++t) {
+        act_chunks<1>(ph.act + (size_t)t * K, f, k, K, xa[t]);
+        ssq[t] += stage(t, k, xa[t][0], n);
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NTOK; ++t) rstd[t] = block_rstd<NORM_KIND>(ssq[t], red + t * NWARP, K, eps);
 }
 
 // Consumers of gate/up (8 warps) on tensor cores: per slot, warp w takes KS = KC / 128 steps of 16 columns
@@ -280,30 +336,9 @@ __device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const u
 #pragma unroll
   for (int i = 0; i < NPRE; ++i) nwp[i] = norm4<NORM_KIND>(ph.norm_w, (tid + i * NCONSUMER) * 4, K);
   phase_wait();
-  // The activation, once per CTA, into shared memory as MMA fragments (every token's first chunks in flight).
-  float ssq[NTOK], rstd[NTOK];
-  float4 xa[NTOK][NPRE];
-#pragma unroll
-  for (int t = 0; t < NTOK; ++t) act_chunks<NPRE>(ph.act + (size_t)t * K, f, tid * 4, K, xa[t]);
-#pragma unroll
-  for (int t = 0; t < NTOK; ++t) {
-    ssq[t] = 0.f;
-#pragma unroll
-    for (int i = 0; i < NPRE; ++i) {
-      const int k = (tid + i * NCONSUMER) * 4;
-      if (k < K) ssq[t] += stage4(xb + t * XTOK, k, xa[t][i], nwp[i]);
-    }
-  }
-  for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4) {
-    const float4 n = norm4<NORM_KIND>(ph.norm_w, k, K);
-#pragma unroll
-    for (int t = 0; t < NTOK; ++t) {
-      act_chunks<1>(ph.act + (size_t)t * K, f, k, K, xa[t]);
-      ssq[t] += stage4(xb + t * XTOK, k, xa[t][0], n);
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < NTOK; ++t) rstd[t] = block_rstd<NORM_KIND>(ssq[t], red + t * NWARP, K, eps);
+  // The activation, once per CTA, into shared memory as MMA fragments.
+  float rstd[NTOK];
+  stage_tokens<NORM_KIND, NPRE, true>(ph, K, f, nwp, red, eps, rstd, xb, XTOK);
   // ldmatrix.x4 addresses: lane l gives row l % 16, columns + 8 * (l / 16), of this warp's 16-column steps
   const u32 aoff = (lane & 15) * ROWB + (lane >> 4) * 16 + warp * KS * 32;
   for (int g = 0; g < nr; g += MT) {
@@ -380,11 +415,6 @@ __device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const u
 __device__ __forceinline__ float dot4(u32 wa, u32 wb, float4 x) {
   return fmaf(hi16(wb), x.w, fmaf(lo16(wb), x.z, fmaf(hi16(wa), x.y, lo16(wa) * x.x)));
 }
-__device__ __forceinline__ float stage_f32(float* xs, int k, float4 v, float4 n) {
-  const float ssq = v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
-  *(float4*)(xs + k) = make_float4(v.x * n.x, v.y * n.y, v.z * n.z, v.w * n.w);
-  return ssq;
-}
 // NTOK tokens: token t's activation staged at xs + t * K, its sums in chains of its own, in a one-token launch's
 // order.
 template <int MODE, int KC, int NORM_KIND, int BIAS_KIND>
@@ -402,33 +432,11 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
   phase_wait();
   // the residual beside the activation (FUSE 1: rank 0's rows of x only; the other ranks start from zero)
   const bool has_res = MODE == 1 && (FUSE != 1 || f.rank == 0);
-  float res0[NTOK], ssq[NTOK], rstd[NTOK];
-  float4 xa[NTOK][NPRE];
+  float res0[NTOK], rstd[NTOK];
 #pragma unroll
-  for (int t = 0; t < NTOK; ++t) {
+  for (int t = 0; t < NTOK; ++t)
     res0[t] = has_res && lane < 2 && my < nu ? __ldcg(ph.out + (size_t)t * ph.units + u0 + my) : 0.f;
-    act_chunks<NPRE>(ph.act + (size_t)t * K, f, tid * 4, K, xa[t]);
-  }
-#pragma unroll
-  for (int t = 0; t < NTOK; ++t) {
-    ssq[t] = 0.f;
-#pragma unroll
-    for (int i = 0; i < NPRE; ++i) {
-      const int k = (tid + i * NCONSUMER) * 4;
-      if (k < K) ssq[t] += stage_f32(xs + (size_t)t * K, k, xa[t][i], nwp[i]);
-    }
-  }
-#pragma unroll 1  // (K > 2048 only; unrolled it takes registers the rest does not need)
-  for (int k = (tid + NPRE * NCONSUMER) * 4; k < K; k += NCONSUMER * 4) {
-    const float4 n = norm4<NORM_KIND>(ph.norm_w, k, K);
-#pragma unroll
-    for (int t = 0; t < NTOK; ++t) {
-      act_chunks<1>(ph.act + (size_t)t * K, f, k, K, xa[t]);
-      ssq[t] += stage_f32(xs + (size_t)t * K, k, xa[t][0], n);
-    }
-  }
-#pragma unroll
-  for (int t = 0; t < NTOK; ++t) rstd[t] = block_rstd<NORM_KIND>(ssq[t], red + t * NWARP, K, eps);
+  stage_tokens<NORM_KIND, NPRE, false>(ph, K, f, nwp, red, eps, rstd, xs, K);
   for (int g = 0; g < nu; g += MT) {
     float a0[NTOK], b0[NTOK], a1[NTOK], b1[NTOK];  // rows 2w and 2w + 1, two chains each, per token
 #pragma unroll
