@@ -68,22 +68,35 @@ def _by_tokens(launch, act: int, out: int, **kw):
     return run
 
 
+def streamed_launches(runner) -> dict[str, dict]:
+    """The ring budget and skew (what fixes a token's order of sums) of the streamed launches of a speculating
+    run's plain step, by slot: from the runner's plan for its speculative kernels (inference.fast.plan)."""
+    from ..fast.plan import choose
+
+    p = choose(runner.cfg, runner.tuning, runner.target, *runner.speculative_kernels).at(0)
+    return {slot: {k: v for k, v in getattr(p, slot).kwargs if k in ("budget", "skew")}
+            for slot in ("qkv", "o_proj", "gate_up")}
+
+
 class FastVerifier:
     def __init__(self, cfg, weights, cache, cos: Tensor, sin: Tensor, token: Tensor, pos: Tensor, x: Tensor,
                  attention: AttentionWorkspace, *, gemv: str = "triton", tuning=None, pdl: bool = False,
-                 buckets=BUCKETS, group: int | None = None):
+                 buckets=BUCKETS, group: int | None = None, streamed: dict[str, dict] | None = None):
         """token [1] int64, pos [1] int32, x [H] float32: the runner's step state (updated in place).
         cos, sin: the RoPE tables of the decode step; attention: the decode step's Triton attention
         workspace (its split count and combine group are copied: they fix the order of the sums).
         gemv: the GEMV family (GEMVS, see the module docstring); tuning: the kernels.tuning row of the Triton
         family's launch configs; group: its columns per program (kernels.rmsnorm_gemv_cols; None: the
-        tuning row's verify_group, or all of a bucket's without a row)."""
+        tuning row's verify_group, or all of a bucket's without a row). streamed ("overlap"): the plain step's
+        streamed launches' budget and skew by slot (qkv, o_proj, gate_up; `streamed_launches`), which fix each
+        token's order of sums."""
         assert gemv in GEMVS, f"verify GEMVs must be one of {GEMVS}, not {gemv!r}"
+        assert gemv != "overlap" or streamed, "the overlap family needs the plain step's streamed launches"
+        self.streamed = streamed
         self.gemv = gemv
         self.cfg, self.w, self.cache, self.cos, self.sin = cfg, weights, cache, cos, sin
         self.token, self.pos, self.x = token, pos, x
         self.tuning, self.pdl = tuning, pdl
-        self.sms = torch.cuda.get_device_properties(token.device).multi_processor_count if gemv == "overlap" else 0
         self.group = group if group is not None else tuning.verify_group if tuning is not None else None
         self.buckets = tuple(sorted(buckets))
         self.width = self.buckets[-1]
@@ -118,9 +131,10 @@ class FastVerifier:
         """A verifier over a FastRunner's weights, cache, step state and Triton attention workspace."""
         ws = runner.workspaces.get("triton")
         assert ws is not None, "the runner has not set up its Triton attention (use_attention('triton'))"
+        gemv = runner.speculative_kernels[1]
         return cls(runner.cfg, runner.w, runner.cache, runner.model.cos, runner.model.sin, runner.token,
-                   runner.pos, runner.x, ws, gemv=runner.speculative_kernels[1], tuning=runner.tuning, pdl=runner.pdl,
-                   buckets=buckets)
+                   runner.pos, runner.x, ws, gemv=gemv, tuning=runner.tuning, pdl=runner.pdl, buckets=buckets,
+                   streamed=streamed_launches(runner) if gemv == "overlap" else None)
 
     def use_group(self, group: int | None) -> None:
         """Columns per program of the Triton family's GEMVs from now on (the bench's A/B); drops the graphs."""
@@ -161,12 +175,11 @@ class FastVerifier:
             at = dict(pdl=pdl, tuning=self.tuning, group=g)
             qkv_, o_, gate_up_, down_ = (partial(f, **at) for f in (rmsnorm_gemv_cols, gemv_residual_cols,
                                                                     rmsnorm_gate_up_silu_cols, gemv_residual_cols))
-        if self.gemv == "overlap":  # the plain step's streamed launches (inference.fast.plan._layer), k columns
-            t = self.tuning
-            qkv_ = _by_tokens(stream_rmsnorm_gemv, 0, 2, pdl=pdl, budget=t.qkv_budget)
-            o_ = _by_tokens(stream_gemv_residual, 0, 2, pdl=pdl, budget=t.o_budget)
-            gate_up_ = _by_tokens(stream_gate_up_silu, 0, 4, pdl=pdl, budget=t.gate_up_budget,
-                                  skew=t.skew_for(self.cfg.intermediate_size, self.sms))
+        if self.gemv == "overlap":  # the plain step's streamed launches, k columns
+            s = self.streamed
+            qkv_ = _by_tokens(stream_rmsnorm_gemv, 0, 2, pdl=pdl, **s["qkv"])
+            o_ = _by_tokens(stream_gemv_residual, 0, 2, pdl=pdl, **s["o_proj"])
+            gate_up_ = _by_tokens(stream_gate_up_silu, 0, 4, pdl=pdl, **s["gate_up"])
         for i, layer in enumerate(w.layers):
             qkv_(X, layer.qkv, qkv, layer.attn_norm, eps, layer.qkv_bias)
             decode_attention_cols(qkv, self.pos, self.cache.k[i], self.cache.v[i], self.cos, self.sin, attn, self.ws,

@@ -382,6 +382,15 @@ def test_a_speculating_run_streams_its_gemvs_where_every_weight_but_down_proj_st
     assert (p.attention_kind, p.gemv_kind) == ("triton", "overlap") and plan.at(4096) == p
     assert [getattr(p, s).kernel for s in p.SLOTS] == [
         "stream_rmsnorm_gemv", "decode_attention", "stream_gemv_residual", "stream_gate_up_silu", "gemv_residual"]
+    # its verify steps' streamed launches take those launches' ring budgets and skew (they fix the order of sums)
+    from inference.fast.runner import FastRunner
+    from inference.speculative.fast_verify import streamed_launches
+
+    runner = SimpleNamespace(cfg=big, tuning=gpu.row, target=target(gpu, big), attention_mode="auto", gemv_mode="auto")
+    runner.speculative_kernels = FastRunner.speculative_kernels.fget(runner)
+    assert streamed_launches(runner) == {
+        "qkv": {"budget": gpu.row.qkv_budget}, "o_proj": {"budget": gpu.row.o_budget},
+        "gate_up": {"budget": gpu.row.gate_up_budget, "skew": gpu.row.skew_for(big.intermediate_size, gpu.sms)}}
 
 
 @pytest.mark.parametrize("attention, gemv, message", [
