@@ -185,6 +185,9 @@ def main(argv=None) -> int:
     p.add_argument("--workload", choices=["decode", "edit", "verify"], default="decode",
                    help="decode (default); edit: code-edit prompts, speculation off and on (inference.speculative.bench; "
                         "CPU too); verify: the speculative verify step's cost vs a one-token step")
+    p.add_argument("--families", default="triton,mma,cols,overlap",
+                   help="verify: the speculation's GEMV families to time (comma-separated; those this model and GPU "
+                        "run)")
     args = p.parse_args(argv)
     if args.workload == "edit":
         return _edit(args)

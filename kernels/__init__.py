@@ -18,6 +18,10 @@ grid, and a plain PyTorch `<name>_ref` twin the tests compare against:
                       not depend on the column count; the plain steps then run them too; off by default)
 - `cluster_attention` decode_attention's op in CUDA C with thread-block clusters (Hopper only;
                       compiled by NVRTC and launched through `_cuda_rtc`), same reference twin
+- `stream_gemv`       the GEMVs in CUDA C with their weights streamed through a shared-memory ring (Hopper,
+                      NVRTC), one or several tokens a launch (each token the one-token launch's bits)
+- `stream_lm_head`    the LM head's logits streamed (stream_gemv) + argmax / the draft's acceptance / feed:
+                      a speculating run's last launches on the streamed GEMVs
 
 All launchers are CUDA-graph safe: no allocation, no host sync, no autotuning (launch configs
 come from a fixed rule in _util.py or the per-GPU table in tuning.py). Call each once before capturing so the

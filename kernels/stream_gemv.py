@@ -7,8 +7,10 @@ the kernel before them, which releases them early, so their weights arrive while
 The ops are those of the Triton kernels, with the same contracts and references:
     "rmsnorm_gemv"  out = W @ (rmsnorm(x) * norm_w) + bias    (kernels.rmsnorm_gemv; QKV)
     "residual"      x += W @ a                                (kernels.gemv_residual; o_proj)
+    "residual_ring" the same, the activation fed through the ring (down_proj: any K, any tokens)
     "gate_up"       out = silu(Wg @ n) * (Wu @ n)             (kernels.gate_up_silu)
-stream_rmsnorm_gemv, stream_gemv_residual and stream_gate_up_silu launch one each (stream_op).
+stream_rmsnorm_gemv, stream_gemv_residual (ring=True: "residual_ring") and stream_gate_up_silu launch one each
+(stream_op).
 
 The idea: weights do not depend on the previous op, so a producer warp per CTA copies them into a ring of
 shared-memory slots from before the PDL wait, while 8 consumer warps wait for the activation and stage it
@@ -25,6 +27,12 @@ each value travels with its epoch in one 8-byte word (NCCL's LL protocol), compi
 Several tokens a launch (act [T, K], out [T, units]; a speculative verify step's columns, NTOK compiled in): the
 weights are read once, each token's sums run in the order a one-token launch of the same slot width gives it
 (gate/up: tokens 2b and 2b + 1 in MMA columns 0-2 and 4-6 of n-block b), so every token gets those bits.
+The staged activation of a residual GEMV's tokens outgrows shared memory at down_proj's K (8 x 8,960 floats):
+"residual_ring" has the producer copy each slot's columns of every token's activation into the slot beside its
+rows (after the PDL wait; the first fill's rows before it), so nothing is staged and the consumers start on the
+first slot. A residual GEMV's lane sums the columns lane * 8 + 256 m in m's order whatever the slot width, as
+long as it is a multiple of 256 (ring slots are): both residual modes give every token the same bits at any
+budget and token count.
 CUDA C: kernels/csrc/stream_gemv.cu. Measurements: kernels/PERF.md.
 """
 
@@ -50,7 +58,9 @@ SMEM_MAX = 227 * 1024  # what a CTA may take (sm_90)
 MAX_TOKENS = 16  # tokens a launch at most (a verify step's widest bucket)
 # mode -> (MODE, kernel name: what profilers show), rows per unit
 MODES = {"rmsnorm_gemv": (0, "stream_rmsnorm_gemv", 1), "residual": (1, "stream_gemv_residual", 1),
-         "gate_up": (2, "stream_gate_up_silu", 2)}
+         "gate_up": (2, "stream_gate_up_silu", 2), "residual_ring": (1, "stream_gemv_residual_ring", 1)}
+RING_KC = 256  # residual_ring's slot widths: multiples of this (a lane's order of sums then does not depend on them)
+RING_STAGES = 3  # residual_ring: the widest slots of which this many fit the budget
 _KIND = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
 _SOURCE = _cuda_rtc.load_source("stream_gemv.cu")  # CUDA C: kernels/csrc/stream_gemv.cu (+ common.cuh)
@@ -122,12 +132,12 @@ class Op:
         return self.out.shape[0] if self.out.dim() == 2 else 1
 
 
-def chunk(k: int, cap: int = MAX_KC) -> int:
-    """Columns per ring slot for rows of k weights: a multiple of 128 (16 per consumer warp), at most
+def chunk(k: int, cap: int = MAX_KC, unit: int = 128) -> int:
+    """Columns per ring slot for rows of k weights: a multiple of `unit` (128: 16 per consumer warp), at most
     `cap`; rows longer than that take several slots of about equal width (no narrow tail: a bulk
     copy's cost grows with their number more than with their size)."""
     n = -(-k // cap)
-    return -(-(-(-k // n)) // 128) * 128
+    return -(-(-(-k // n)) // unit) * unit
 
 
 def plan(op: Op | tuple, sms: int, budget: int | None = None, skew: tuple = (0, 0)) -> dict:
@@ -142,6 +152,15 @@ def plan(op: Op | tuple, sms: int, budget: int | None = None, skew: tuple = (0, 
     assert 0 <= late <= grid and deficit >= 0 and units + late * deficit >= grid * deficit, \
         "skew leaves a late CTA without units"
     sums = -(-MODES[mode][2] * -(-(units + late * deficit) // grid) // MT) * MT * NWARP  # partial sums, floats
+    if mode == "residual_ring":  # a slot: MT rows and every token's activation chunk; nothing staged
+        def ring_stage(kc):
+            return MT * (kc * 2 + ROW_PAD) + tokens * kc * 4
+        cap = MAX_KC
+        while cap > RING_KC and RING_STAGES * ring_stage(chunk(k, cap, RING_KC)) > budget:
+            cap -= RING_KC
+        kc = chunk(k, cap, RING_KC)
+        stages = max(2, min(8, budget // ring_stage(kc)))
+        return {"grid": grid, "stages": stages, "smem": stages * ring_stage(kc), "sums": sums, "kc": kc, "xwords": 0}
     # the activation as MMA fragments (consume_cc needs only k words, but the smaller footprint changes which
     # CTAs share an SM: the 1.5B step 1002 -> 1050 us, kernels/PERF.md)
     xwords = k * 3 // 2
@@ -151,7 +170,9 @@ def plan(op: Op | tuple, sms: int, budget: int | None = None, skew: tuple = (0, 
         cap -= 128
     kc = chunk(k, cap)
     stage = MT * (kc * 2 + ROW_PAD)  # bytes of a ring slot (48.25 KB for K = 1536)
-    if tokens > 1:  # every token's sums and staged activation (fp32 for consume_cc: k words)
+    if tokens > 1:  # every token's staged activation (fp32 for consume_cc: k words) and, for gate/up, its sums
+        if mode != "gate_up":
+            sums = 0  # consume_cc keeps its sums in registers (a one-token launch reserves them for its footprint)
         fixed = 4 * tokens * (sums + (xwords if mode == "gate_up" else k))
     stages = max(2, min(8, (budget - fixed) // stage))
     return {"grid": grid, "stages": stages, "smem": stages * stage + fixed, "sums": sums, "kc": kc, "xwords": xwords}
@@ -171,7 +192,8 @@ def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: boo
     1 Push, 2 ReduceIn (of `world` ranks' slots: compiled in); tokens: per launch (NTOK)."""
     mode, norm_kind, bias_kind, k = sig
     m, name = MODES[mode][:2]
-    kc = chunk(k, kc)
+    ring = mode == "residual_ring"
+    kc = chunk(k, kc, RING_KC if ring else 128)
     if m < 2:
         consume = (f"consume_cc<{m}, {kc}, {norm_kind}, {bias_kind}>(prm.p, s, ring, full, empty, (float*)xb, red, "
                    f"prm.eps, prm.f);")
@@ -179,6 +201,7 @@ def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: boo
         consume = f"consume_gate_up<{kc}, {norm_kind}>(prm.p, s, ring, full, empty, acc, xb, red, prm.eps, prm.f);"
     defines = {"KERNEL_NAME": name, "W_HALF": int(w_half), "SLOT_KC": kc, "ROW_PAD": ROW_PAD, "NS": stages,
                "SUMS": sums, "EARLY": int(early), "FUSE": fuse, "WORLD": world, "NTOK": tokens, "MAX_RANKS": MAX_RANKS,
+               "ACT_RING": int(ring),
                "PRODUCE": f"produce<{m}, {kc}>(prm.p, s, ring, full, empty);", "CONSUME": consume}
     return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE, name
 
@@ -201,10 +224,10 @@ def _check(op: Op, fuse: Push | ReduceIn | None = None) -> None:
     n, k = op.w.shape
     assert op.mode in MODES, f"unknown mode {op.mode!r}"
     if isinstance(fuse, Push):
-        assert op.mode == "residual", "only a residual GEMV pushes its rows"
+        assert op.mode in ("residual", "residual_ring"), "only a residual GEMV pushes its rows"
         assert 1 <= len(fuse.slots) <= MAX_RANKS and 0 <= fuse.rank < len(fuse.slots)
     if isinstance(fuse, ReduceIn):
-        assert op.mode != "residual", "a residual GEMV's input is not a reduction"
+        assert MODES[op.mode][0] != 1, "a residual GEMV's input is not a reduction"
     if fuse is not None:
         assert 0 <= fuse.use < fuse.per_step
         assert fuse.step.dtype == torch.int64 and fuse.step.numel() == 1 and fuse.step.device == op.w.device
@@ -229,7 +252,7 @@ def _check(op: Op, fuse: Push | ReduceIn | None = None) -> None:
             f"out must be contiguous float32 [{t}, {op.units}]"
     assert op.act.data_ptr() % 16 == 0, "the activation must be 16-byte aligned"
     assert op.act.device == op.out.device == op.w.device
-    if op.mode == "residual":
+    if MODES[op.mode][0] == 1:
         assert op.act.data_ptr() != op.out.data_ptr(), "a and x must be different buffers"
     for t, name, size in ((op.norm_w, "norm_w", k), (op.bias, "bias", op.units)):
         if t is not None:
@@ -292,8 +315,10 @@ def stream_rmsnorm_gemv(x, w, out, norm_w=None, eps: float = 1e-6, bias=None, **
 
 def stream_gemv_residual(a, w, x, **launch):
     """Same contract as kernels.gemv_residual.gemv_residual (reference: gemv_residual_ref); a [T, K] and x
-    [T, N] for T tokens."""
-    stream_op(Op("residual", w, a, x), **launch)
+    [T, N] for T tokens. launch may also hold ring=True: the activation fed through the ring ("residual_ring";
+    any K, any tokens)."""
+    ring = launch.pop("ring", False)
+    stream_op(Op("residual_ring" if ring else "residual", w, a, x), **launch)
     return x
 
 

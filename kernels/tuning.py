@@ -77,6 +77,15 @@ class Tuning:
     qkv_budget: int = knob(64 << 10, "the 1.5B's whole QKV slice per CTA", "PERF.md: Streamed (\"overlap\") GEMVs")
     gate_up_budget: int = knob(164 << 10, "three 16-row gate/up slots beside o_proj's CTAs",
                                "PERF.md: Streamed (\"overlap\") GEMVs")
+    stream_down: bool = knob(True, "a speculating run's plain steps stream down_proj too (its activation fed "
+                             "through the ring), so its verify steps stream k tokens (1.5B verify 8: 3286 -> 2618 "
+                             "us, H100); not beside the CUDA attention (default step 1252 -> 1292 us)",
+                             "PERF.md: Streamed down_proj")
+    stream_head: bool = knob(True, "a speculating run's plain steps stream the greedy LM head's logits "
+                             "(kernels.stream_lm_head), so its verify steps stream k tokens' (1.5B verify 8: 2619 -> "
+                             "2409 us, H100)", "PERF.md: Streamed down_proj")
+    down_budget: int = knob(200 << 10, "the streamed down_proj's ring (1.5B verify 8: 2618 us; 100 KB 2666, 64 KB "
+                            "3118)", "PERF.md: Streamed down_proj")
     fused_down_budget: int = knob(200 << 10, "tensor parallel's fused reduction (inference.parallel.reduce, "
                                   "\"fused\"): down_proj streams through the widest ring (4 H100s, 1.5B: 1194 tok/s "
                                   "vs 1144 at 64 KB, 1079 at 32 KB)", "PERF.md: Tensor parallel, fused reduction")
@@ -159,7 +168,9 @@ def generic(info: DeviceInfo) -> Tuning:
     prefetch = (info.l2_bytes * 2 // 50) // MB * MB if info.capability >= (9, 0) else 0
     return replace(H200, name="generic", why=f"fallback for {info.name}: {info.sms} SMs, "
                    f"{info.smem_per_block >> 10} KB shared memory per block, {info.l2_bytes >> 20} MB L2",
-                   cuda_attention=False, stream_gemv=False, stream_verify=False, fp8_cuda_gemv=False, fp8_stream=(),
+                   cuda_attention=False, stream_gemv=False, stream_verify=False, stream_down=False, stream_head=False,
+                   fp8_cuda_gemv=False,
+                   fp8_stream=(),
                    cols_gemv_max_hidden=0,
                    gate_up_l2_prefetch=0, down_l2_prefetch=prefetch,
                    fp8_down_l2_prefetch=prefetch,

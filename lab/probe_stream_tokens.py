@@ -2,7 +2,8 @@
 
     python -m lab.probe_stream_tokens [--tokens 1,2,4,8] [--budget 65536]
 
-For the 1.5B shape's QKV, o_proj, gate/up and down_proj: us per launch of the streamed kernel at 1..8 tokens (every token
+For the 1.5B shape's QKV, o_proj, gate/up and down_proj (staged, and its activation fed through the ring at a few
+budgets): us per launch of the streamed kernel at 1..8 tokens (every token
 its one-token launch's bits), against the Triton column twins a verify step runs today
 (kernels/{rmsnorm_gemv,gemv_residual,gate_up_silu}_cols.py at the tuning row's verify_group) and the one-token
 Triton kernel; 24 launches back to back in one CUDA graph over rotating weight copies (lab.bench_kernels.in_graph_us),
@@ -27,6 +28,7 @@ from lab.bench_kernels import copies, in_graph_us
 
 H, I, QKV = 1536, 8960, 2048  # the 1.5B shape: hidden, intermediate, QKV rows (o_proj's K is H)
 DOWN_BUDGET = 200 << 10  # kernels.tuning's fused_down_budget: the ring a streamed down_proj gets
+RING_BUDGETS = (64 << 10, 100 << 10, 200 << 10)  # down_proj's ring-fed activation ("residual_ring")
 
 
 def launches(budget: int):
@@ -51,7 +53,11 @@ def launches(budget: int):
          lambda a, w, x: sg.stream_gemv_residual(a, w, x, pdl=True, budget=DOWN_BUDGET),
          lambda a, w, x: gemv_residual_cols(a, w, x, pdl=True, group=group),
          lambda a, w, x: gemv_residual(a, w, x, pdl=True)),
-    ]
+    ] + [  # down_proj with its activation fed through the ring, at several ring budgets
+        (f"down ring {b >> 10} KB", H, I, H,
+         lambda a, w, x, b=b: sg.stream_gemv_residual(a, w, x, pdl=True, budget=b, ring=True),
+         lambda a, w, x: gemv_residual_cols(a, w, x, pdl=True, group=group),
+         lambda a, w, x: gemv_residual(a, w, x, pdl=True)) for b in RING_BUDGETS]
 
 
 def main():

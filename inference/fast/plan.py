@@ -15,7 +15,10 @@ The choices (kernels/PERF.md has the measurements):
   triton from it on.
 - gemv "overlap": kernels.stream_gemv for o_proj and, up to the row's stream_max_hidden, QKV and gate/up
   (weights streamed through shared memory from before the PDL wait, beside the cluster attention, which
-  releases them early); where gate/up stays Triton, o_proj prefetches its first rows into L2. "triton": one
+  releases them early); where gate/up stays Triton, o_proj prefetches its first rows into L2. Beside the Triton
+  attention (a speculating run's plain steps) down_proj streams too where the row says stream_down (its
+  activation fed through the ring, so that a verify step streams it over k tokens), and the greedy LM head where
+  it says stream_head (kernels.stream_lm_head: the logits streamed, then an argmax launch). "triton": one
   Triton launch per GEMV. "mma": kernels.gemv_mma_cols / lm_head_mma_cols (tensor cores, 1..16 columns, the
   same bits per column for any count): a speculating run's plain steps, whose verify steps run the same GEMVs
   on k columns. "cols": kernels.cols_gemv (CUDA C on CUDA cores, 1..16 columns, the same bits per column for
@@ -43,7 +46,7 @@ from ..config import ModelConfig
 
 ATTENTION_MODES = ("auto", "cuda", "triton")
 GEMV_MODES = ("auto", "overlap", "triton", "mma", "cols")
-STREAMED = ("o", "qkv", "gate_up")  # the layer weights the overlap GEMVs can stream, by LayerWeights field
+STREAMED = ("o", "qkv", "gate_up", "down")  # the layer weights the overlap GEMVs can stream, by LayerWeights field
 
 
 @dataclass(frozen=True)
@@ -63,8 +66,8 @@ class Target:
 class Prefetch:
     """An l2_prefetch argument, resolved per layer when the plan is bound (inference.fast.step): about `nbytes`
     of "gate_up_head" (the layer's gate/up rows its Triton kernel reads first), "next" (the next weight's
-    first elements: the next layer's QKV, the LM head after the last layer) or "next_bytes" (the same as raw
-    bytes, for FP8 values)."""
+    first elements: the next layer's QKV, the LM head after the last layer), "next_span" (the same as the one span
+    of a streamed GEMV's l2_prefetch) or "next_bytes" (the same as raw bytes, for FP8 values)."""
     what: str
     nbytes: int
 
@@ -175,7 +178,7 @@ def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
                          "capability >= 9.0 with NVRTC")
     if mode in ("mma", "cols"):
         return mode
-    names = () if mode == "triton" else STREAMED if t.streams_qkv_gate_up(cfg.hidden_size) else ("o",)
+    names = () if mode == "triton" else streams(t, cfg.hidden_size)
     ok = set(names) <= target.streamable
     if mode == "auto":
         return "auto" if ok and t.stream_gemv else plain_gemv(t, target, cfg.hidden_size)
@@ -187,12 +190,22 @@ def _gemv_mode(cfg: ModelConfig, t: Tuning, target: Target, mode: str) -> str:
 
 def verify_gemv(t: Tuning, target: Target, cfg: ModelConfig) -> str:
     """The GEMVs of a speculating run's plain steps, which its verify steps repeat on k columns: "overlap" (QKV,
-    o_proj and gate/up streamed, kernels.stream_gemv, k tokens a launch in a verify step; down_proj Triton) where
+    o_proj and gate/up streamed, kernels.stream_gemv, k tokens a launch in a verify step; down_proj too where the
+    row says stream_down, else Triton) where
     the row says stream_verify, streams them at this hidden size and the GPU runs them, unless the row's one-launch
     GEMVs are the CUDA column ones; else plain_gemv's."""
     plain = plain_gemv(t, target, cfg.hidden_size)
-    streams = t.stream_verify and t.streams_qkv_gate_up(cfg.hidden_size) and set(STREAMED) <= target.streamable
-    return "overlap" if streams and plain != "cols" else plain
+    ok = (t.stream_verify and t.streams_qkv_gate_up(cfg.hidden_size)
+          and set(streams(t, cfg.hidden_size)) <= target.streamable)
+    return "overlap" if ok and plain != "cols" else plain
+
+
+def streams(t: Tuning, hidden_size: int) -> tuple[str, ...]:
+    """The layer weights (STREAMED names) the overlap GEMVs may stream at this hidden size: o_proj; QKV and gate/up
+    up to the row's stream_max_hidden, and there down_proj too where the row says stream_down."""
+    if not t.streams_qkv_gate_up(hidden_size):
+        return ("o",)
+    return ("o", "qkv", "gate_up") + (("down",) if t.stream_down else ())
 
 
 def plain_gemv(t: Tuning, target: Target, hidden_size: int) -> str:
@@ -250,9 +263,17 @@ def _layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, att
         o_proj = launch("stream_gemv_residual", budget=t.o_budget, early=streamed, carveout=c, l2_prefetch=head)
     else:
         o_proj = launch("gemv_residual", tuning=t)
-    ahead = Prefetch("next", t.down_l2_prefetch) if t.down_l2_prefetch else None
-    down = launch("gemv_residual", l2_prefetch=ahead, tuning=t)
-    return LayerPlan(attention_kind, gemv_kind, workspace, qkv, attention, o_proj, gate_up, down, *_head(t, target))
+    speculating = streamed and attention_kind == "triton"  # a speculating run's plain steps (the rows' whys)
+    if speculating and t.stream_down:
+        ahead = Prefetch("next_span", t.down_l2_prefetch) if t.down_l2_prefetch else ()
+        down = launch("stream_gemv_residual", ring=True, budget=t.down_budget, carveout=c, l2_prefetch=ahead)
+    else:
+        ahead = Prefetch("next", t.down_l2_prefetch) if t.down_l2_prefetch else None
+        down = launch("gemv_residual", l2_prefetch=ahead, tuning=t)
+    logits, greedy = _head(t, target)
+    if speculating and t.stream_head:
+        greedy = launch("stream_lm_head_argmax", carveout=c)
+    return LayerPlan(attention_kind, gemv_kind, workspace, qkv, attention, o_proj, gate_up, down, logits, greedy)
 
 
 def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, attention_kind: str,

@@ -31,6 +31,7 @@ from kernels.fp8_cuda_gemv import fp8_cuda_gemv_residual, fp8_cuda_rmsnorm_gate_
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu
 from kernels.fp8_gemv_residual import fp8_gemv_residual
 from kernels.fp8_lm_head_argmax import fp8_lm_head_argmax
+from kernels.stream_lm_head import stream_lm_head_argmax
 from kernels.fp8_rmsnorm_gemv import fp8_rmsnorm_gemv
 from kernels.fp8_stream_gemv import (fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu,
                                      fp8_stream_rmsnorm_gemv)
@@ -59,6 +60,7 @@ KERNELS: dict[str, Callable] = {
     "rmsnorm_gate_up_silu_mma": rmsnorm_gate_up_silu_mma, "lm_head_argmax_mma": lm_head_argmax_mma,
     "cols_rmsnorm_gemv": cols_rmsnorm_gemv, "cols_gemv_residual": cols_gemv_residual,
     "cols_rmsnorm_gate_up_silu": cols_rmsnorm_gate_up_silu, "cols_lm_head_argmax": cols_lm_head_argmax,
+    "stream_lm_head_argmax": stream_lm_head_argmax,
 }
 
 
@@ -139,7 +141,8 @@ def bind_step(plan: LayerPlan, s, workspace, kernels: dict[str, Callable] = KERN
             gate_up=bind(plan.gate_up, s.x, layer.mlp_norm, eps, *operands(layer.gate_up), s.h, pdl=pdl, **at),
             down=bind(plan.down, s.h, *operands(layer.down), s.x, pdl=pdl, **at)))
     head = operands(w.lm_head)
-    column_heads = ("lm_head_argmax_mma", "cols_lm_head_argmax")  # their scratch: kernels.lm_head_mma_cols'
+    # their scratch: kernels.lm_head_mma_cols'
+    column_heads = ("lm_head_argmax_mma", "cols_lm_head_argmax", "stream_lm_head_argmax")
     scratch = s.mma_scratch if plan.lm_head_argmax.kernel in column_heads else s.argmax_scratch
     return StepLaunches(
         layers,
@@ -156,6 +159,8 @@ def _resolve(value, layer, after):
         return gate_up_head(layer.gate_up, value.nbytes)
     if value.what == "next":
         return leading_bytes(after, value.nbytes)
+    if value.what == "next_span":
+        return (leading_bytes(after, value.nbytes),)
     if value.what == "next_bytes":
         return leading_raw_bytes(after, value.nbytes)
     raise ValueError(f"unknown prefetch {value.what!r}")

@@ -12,8 +12,10 @@ bit, what the plain decode step of a speculating run computes at position pos + 
 - "cols": the CUDA C GEMVs of 1..16 columns on CUDA cores (kernels.cols_gemv), the same property;
 - "overlap": QKV, o_proj and gate/up stream their weights (kernels.stream_gemv) for up to STREAM_TOKENS columns a
   launch, each column's sums in the order of the plain step's one-token launch (the same ring budgets, so the same
-  slot width); down_proj and the LM head are the "triton" family's; the plain steps run the overlap GEMVs beside
-  the Triton attention.
+  slot width); down_proj streams too where the row says stream_down (its activation fed through the ring: the
+  same bits at any slot width and token count), else it is the "triton" family's; the LM head streams its logits
+  where the row says stream_head (kernels.stream_lm_head), else it is the "triton" family's too; the plain steps
+  run the overlap GEMVs beside the Triton attention.
 Per layer: QKV, decode_attention_cols (the KC new k/v rows written, each column attending causally; column c
 is the Triton decode attention at pos + c), o_proj, gate/up, down; then the LM head + argmax: the KC argmaxes,
 the length n of the drafted prefix that agrees with them, and the runner's step state left as its own step
@@ -50,6 +52,7 @@ from kernels.lm_head_argmax_cols import cols_scratch, lm_head_argmax_cols
 from kernels.lm_head_mma_cols import lm_head_argmax_mma, mma_scratch
 from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols
 from kernels.stream_gemv import stream_gate_up_silu, stream_gemv_residual, stream_rmsnorm_gemv
+from kernels.stream_lm_head import stream_lm_head_argmax
 
 # tokens per verify step (the last one + up to 15 drafted; 16 only after a whole draft held: DraftConfig.short_draft)
 BUCKETS = (2, 4, 8, 16)
@@ -69,13 +72,15 @@ def _by_tokens(launch, act: int, out: int, **kw):
 
 
 def streamed_launches(runner) -> dict[str, dict]:
-    """The ring budget and skew (what fixes a token's order of sums) of the streamed launches of a speculating
-    run's plain step, by slot: from the runner's plan for its speculative kernels (inference.fast.plan)."""
+    """The ring budget, skew and activation feed (what fixes a token's order of sums) of the streamed launches of a
+    speculating run's plain step, by slot (qkv, o_proj, gate_up; down where it streams): from the runner's plan for
+    its speculative kernels (inference.fast.plan)."""
     from ..fast.plan import choose
 
     p = choose(runner.cfg, runner.tuning, runner.target, *runner.speculative_kernels).at(0)
-    return {slot: {k: v for k, v in getattr(p, slot).kwargs if k in ("budget", "skew")}
-            for slot in ("qkv", "o_proj", "gate_up")}
+    return {slot: {k: v for k, v in getattr(p, slot).kwargs if k in ("budget", "skew", "ring")}
+            for slot in ("qkv", "o_proj", "gate_up", "down", "lm_head_argmax")
+            if getattr(p, slot).kernel.startswith("stream_")}
 
 
 class FastVerifier:
@@ -88,7 +93,7 @@ class FastVerifier:
         gemv: the GEMV family (GEMVS, see the module docstring); tuning: the kernels.tuning row of the Triton
         family's launch configs; group: its columns per program (kernels.rmsnorm_gemv_cols; None: the
         tuning row's verify_group, or all of a bucket's without a row). streamed ("overlap"): the plain step's
-        streamed launches' budget and skew by slot (qkv, o_proj, gate_up; `streamed_launches`), which fix each
+        streamed launches' budget, skew and feed by slot (qkv, o_proj, gate_up, down where it streams; `streamed_launches`), which fix each
         token's order of sums."""
         assert gemv in GEMVS, f"verify GEMVs must be one of {GEMVS}, not {gemv!r}"
         assert gemv != "overlap" or streamed, "the overlap family needs the plain step's streamed launches"
@@ -111,7 +116,8 @@ class FastVerifier:
         self.logits = torch.zeros(W, cfg.vocab_size, **f32)
         self.ws = AttentionWorkspace(cfg.num_heads, cfg.head_dim, attention.num_splits, dev,
                                      combine_group=attention.group, columns=W)
-        self.scratch = mma_scratch(dev) if gemv in ("mma", "cols") else cols_scratch(dev)
+        column_head = gemv in ("mma", "cols") or "lm_head_argmax" in (streamed or {})  # kernels.lm_head_mma_cols'
+        self.scratch = mma_scratch(dev) if column_head else cols_scratch(dev)
         self.scale = cfg.head_dim ** -0.5
         # Per slot (SLOTS verify steps may be in flight, launched in turn): the draft and its length on the
         # device (one copy from pinned host memory), the pinned result of each bucket, its graphs, its event.
@@ -180,6 +186,8 @@ class FastVerifier:
             qkv_ = _by_tokens(stream_rmsnorm_gemv, 0, 2, pdl=pdl, **s["qkv"])
             o_ = _by_tokens(stream_gemv_residual, 0, 2, pdl=pdl, **s["o_proj"])
             gate_up_ = _by_tokens(stream_gate_up_silu, 0, 4, pdl=pdl, **s["gate_up"])
+            if "down" in s:
+                down_ = _by_tokens(stream_gemv_residual, 0, 2, pdl=pdl, **s["down"])
         for i, layer in enumerate(w.layers):
             qkv_(X, layer.qkv, qkv, layer.attn_norm, eps, layer.qkv_bias)
             decode_attention_cols(qkv, self.pos, self.cache.k[i], self.cache.v[i], self.cos, self.sin, attn, self.ws,
@@ -187,8 +195,9 @@ class FastVerifier:
             o_(attn, layer.o, X)
             gate_up_(X, layer.mlp_norm, eps, layer.gate_up, h)
             down_(h, layer.down, X)
-        if self.gemv in ("mma", "cols"):
-            head = lm_head_argmax_mma if self.gemv == "mma" else cols_lm_head_argmax
+        if self.gemv in ("mma", "cols") or "lm_head_argmax" in (self.streamed or {}):
+            head = {"mma": lm_head_argmax_mma, "cols": cols_lm_head_argmax}.get(self.gemv)
+            head = head or partial(stream_lm_head_argmax, **self.streamed["lm_head_argmax"])
             head(X, w.lm_head, self.logits[:kc], self.token, self.pos, w.embed, self.scratch, w.norm,
                  eps, draft=draft, klen=klen, x_next=self.x, result=result, pdl=pdl)
         else:

@@ -5,7 +5,17 @@
 #define NCONSUMER (NWARP * 32)
 #define MT 16                       // rows per ring slot: one MMA M tile
 #define ROWB (SLOT_KC * 2 + ROW_PAD) // bytes per row in a slot
-#define STAGE (MT * ROWB)           // bytes of one ring slot
+#ifndef NTOK
+#define NTOK 1
+#endif
+// ACT_RING (a residual GEMV, "residual_ring"): each slot holds, after its rows, the tokens' activation chunk for
+// its columns (NTOK x SLOT_KC fp32), copied by the producer beside the weights, so the activation is never staged
+// whole (any K, any tokens) and the consumers start on the first slot.
+#ifndef ACT_RING
+#define ACT_RING 0
+#endif
+#define ACTB (ACT_RING ? NTOK * SLOT_KC * 4 : 0)  // bytes of a slot's activation chunk
+#define STAGE (MT * ROWB + ACTB)    // bytes of one ring slot
 
 struct Phase {  // the launch's GEMV (mirrored by _Phase in Python)
   const unsigned char* w; const float* act; const void* norm_w; const void* bias; float* out;
@@ -22,11 +32,11 @@ struct Phase {  // the launch's GEMV (mirrored by _Phase in Python)
 #endif
 // NTOK tokens a launch (a speculative verify step's columns): act [NTOK, K], out [NTOK, units], every token's
 // arithmetic that of a one-token launch with the same slot width (SLOT_KC), so each token gets its bits.
-#ifndef NTOK
-#define NTOK 1
-#endif
 #if NTOK > 1 && FUSE != 0
 #error "a fused tensor-parallel reduction takes one token a launch"
+#endif
+#if ACT_RING && FUSE == 2
+#error "a ring-fed activation is the input itself, not a reduction"
 #endif
 struct Fuse {
   u64* slot[MAX_RANKS];    // push: rank q's receive slots (world x units words) as mapped here
@@ -191,25 +201,46 @@ template <int NORM_KIND> __device__ __forceinline__ float block_rstd(float ssq, 
 
 // Producer (one thread): copy this CTA's rows of phase `ph` into the ring, slot by slot: MT rows x KC
 // columns per slot, row tiles in order, the K chunks of a tile one after the other.
+// ACT_RING: the tokens' activation chunk of slot j (its columns from ((j % nk) * KC), nk chunks a row tile).
+template <int KC>
+__device__ __forceinline__ void act_copy(const Phase& ph, int j, int nk, unsigned char* ring, u64* full) {
+  const int buf = j % NS, k0 = (j % nk) * KC;
+  const u32 bytes = (u32)min(KC, ph.K - k0) * 4u;
+  for (int t = 0; t < NTOK; ++t)
+    bulk_copy(smem_u32(ring + (size_t)buf * STAGE + MT * ROWB + t * KC * 4), ph.act + (size_t)t * ph.K + k0, bytes,
+              smem_u32(&full[buf]));
+}
+// ACT_RING: the first fill's activation chunks (slots 0..n-1), once the previous kernel is done (the activation
+// is its output); their weights were copied before this wait.
+template <int KC>
+__device__ __forceinline__ void act_first(const Phase& ph, int n, int nk, unsigned char* ring, u64* full) {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  for (int j = 0; j < n; ++j) act_copy<KC>(ph, j, nk, ring, full);
+}
 template <int MODE, int KC>
 __device__ __forceinline__ void produce(const Phase& ph, int& s, unsigned char* ring, u64* full, u64* empty) {
   int u0, nu;
   unit_range(ph, u0, nu);
-  const int nr = MODE == 2 ? 2 * nu : nu, K = ph.K;
+  const int nr = MODE == 2 ? 2 * nu : nu, K = ph.K, nk = (K + KC - 1) / KC;
   for (int g = 0; g < nr; g += MT) {
     const int rows = min(MT, nr - g);
     for (int k0 = 0; k0 < K; k0 += KC, ++s) {
       const int buf = s % NS;
       if (s >= NS) mbar_wait(smem_u32(&empty[buf]), ((s / NS) - 1) & 1);
       const u32 bytes = (u32)min(KC, K - k0) * 2u, fb = smem_u32(&full[buf]);
-      mbar_expect_tx(fb, rows * bytes);
+      mbar_expect_tx(fb, rows * bytes + (ACT_RING ? NTOK * bytes * 2u : 0u));
       for (int r = 0; r < rows; ++r) {
         const int lr = g + r;
         const long long row = MODE == 2 ? (lr < nu ? u0 + lr : ph.units + u0 + lr - nu) : u0 + lr;
         bulk_copy(smem_u32(ring + (size_t)buf * STAGE + (size_t)r * ROWB), ph.w + (row * K + k0) * 2, bytes, fb);
       }
+      if (ACT_RING) {
+        if (s == NS - 1) act_first<KC>(ph, NS, nk, ring, full);
+        else if (s >= NS) act_copy<KC>(ph, s, nk, ring, full);
+      }
     }
   }
+  if (ACT_RING && s < NS) act_first<KC>(ph, s, nk, ring, full);  // fewer slots than the ring holds
 }
 
 // Producer, after its copies: this CTA's share of the l2_prefetch spans, in bulk prefetches of at most 32 KB
@@ -436,7 +467,12 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
 #pragma unroll
   for (int t = 0; t < NTOK; ++t)
     res0[t] = has_res && lane < 2 && my < nu ? __ldcg(ph.out + (size_t)t * ph.units + u0 + my) : 0.f;
+#if ACT_RING  // the activation arrives with each slot (no norm: a residual GEMV)
+#pragma unroll
+  for (int t = 0; t < NTOK; ++t) rstd[t] = 1.f;
+#else
   stage_tokens<NORM_KIND, NPRE, false>(ph, K, f, nwp, red, eps, rstd, xs, K);
+#endif
   for (int g = 0; g < nu; g += MT) {
     float a0[NTOK], b0[NTOK], a1[NTOK], b1[NTOK];  // rows 2w and 2w + 1, two chains each, per token
 #pragma unroll
@@ -452,7 +488,11 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
           const uint4 w0 = *(const uint4*)(row + c * 2), w1 = *(const uint4*)(row + ROWB + c * 2);
 #pragma unroll
           for (int t = 0; t < NTOK; ++t) {
+#if ACT_RING
+            const float* xt = (const float*)(ring + (size_t)buf * STAGE + MT * ROWB) + t * KC + c;
+#else
             const float* xt = xs + (size_t)t * K + k0 + c;
+#endif
             const float4 x0 = *(const float4*)xt, x1 = *(const float4*)(xt + 4);
             a0[t] += dot4(w0.x, w0.y, x0); b0[t] += dot4(w0.z, w0.w, x1);
             a1[t] += dot4(w1.x, w1.y, x0); b1[t] += dot4(w1.z, w1.w, x1);

@@ -217,12 +217,15 @@ def test_auto_attention_switches_kernel_at_the_cluster_context_and_generates_the
     assert runs["auto"] == runs["triton"] == runs["cuda"]
 
 
-@pytest.mark.parametrize("shape", ["qwen2.5-coder-1.5b", "qwen3-1.7b"])
-def test_cuda_gemvs_give_the_triton_gemvs_logits_and_tokens(shape, tmp_path):
+@pytest.mark.parametrize("shape,down", [("qwen2.5-coder-1.5b", False), ("qwen2.5-coder-1.5b", True),
+                                        ("qwen3-1.7b", False)])
+def test_cuda_gemvs_give_the_triton_gemvs_logits_and_tokens(shape, down, tmp_path):
     """The CUDA GEMVs (use_gemv("overlap"): stream_gemv for o_proj, released at the attention's start,
-    and for hidden 1536 also QKV and gate/up) against the Triton GEMVs on one engine: teacher-forced
-    logits within 1e-4 of each other, the same greedy tokens; "auto" is "overlap" beside the CUDA
-    attention."""
+    and for hidden 1536 also QKV and gate/up, and down_proj where the row says stream_down) against the Triton
+    GEMVs on one engine: teacher-forced logits within 1e-4 of each other, the same greedy tokens; "auto" is
+    "overlap" beside the CUDA attention."""
+    from dataclasses import replace
+
     from inference.engine import FinishEvent
     from inference.prompts import Prompt
     from inference.sampling import SamplingParams
@@ -236,6 +239,9 @@ def test_cuda_gemvs_give_the_triton_gemvs_logits_and_tokens(shape, tmp_path):
         pytest.skip("the CUDA GEMV kernels need sm_90 and NVRTC")
     ids = torch.randint(0, 30000, (300,), generator=torch.Generator().manual_seed(3)).tolist()
     logits, tokens = {}, {}
+    if down:
+        runner.use_tuning(replace(runner.tuning, stream_down=True))
+        assert runner.plan.at(0).down.kernel == "stream_gemv_residual"
     assert runner.use_gemv("auto") == "overlap"
     for mode in ("triton", "overlap"):
         assert runner.use_gemv(mode) == mode

@@ -19,7 +19,10 @@ REPEATING = [random.Random(1).randrange(10, 1000) for _ in range(40)] * 4
 
 def engine_for(tmp_path_factory, shape, dtype, layers=4, gemv="triton"):
     """An engine on a random-weight checkpoint whose plain steps run the speculation's kernels of GEMV family
-    `gemv` (asked for as the engine's GEMVs), so that its plain runs are the twins of its speculating ones."""
+    `gemv` (asked for as the engine's GEMVs; "overlap+down": the streamed family with down_proj streamed too, the
+    row's stream_down), so that its plain runs are the twins of its speculating ones."""
+    from dataclasses import replace
+
     from inference.engine import Engine
     from inference.speculative import DraftConfig
     from inference.synth import write_checkpoint
@@ -27,8 +30,11 @@ def engine_for(tmp_path_factory, shape, dtype, layers=4, gemv="triton"):
     path = write_checkpoint(shape, tmp_path_factory.mktemp(shape) / "m", layers=layers, device="cuda")
     e = Engine.from_pretrained(path, device="cuda", dtype=dtype, max_context=1024)
     e.draft_config = DraftConfig(min_match=1, max_backoff=0, cost_aware=False)  # verify at every chance
-    e.runner.use_tuning(e.runner.tuning.with_gemv_family(gemv), "triton", gemv)
-    assert e.runner.speculative_kernels == ("triton", gemv)
+    family, _, down = gemv.partition("+")
+    row = e.runner.tuning.with_gemv_family(family)
+    e.runner.use_tuning(replace(row, stream_down=bool(down)), "triton", family)
+    assert e.runner.speculative_kernels == ("triton", family)
+    assert (e.runner.plan.at(0).down.kernel == "stream_gemv_residual") == bool(down)
     return e
 
 
@@ -46,7 +52,7 @@ def run(engine, ids, **kw):
 @pytest.mark.parametrize("shape,gemv", [("qwen2.5-coder-1.5b", "triton"), ("qwen2.5-coder-1.5b", "mma"),
                                         ("qwen3-1.7b", "triton"), ("llama-3.2-1b", "mma"),
                                         ("qwen2.5-coder-1.5b", "cols"), ("qwen3-1.7b", "cols"), ("llama-3.2-1b", "cols"),
-                                        ("qwen2.5-coder-1.5b", "overlap")])
+                                        ("qwen2.5-coder-1.5b", "overlap"), ("qwen2.5-coder-1.5b", "overlap+down")])
 def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_path_factory, shape, gemv):
     dtype = "bfloat16"
     e = engine_for(tmp_path_factory, shape, dtype, layers=2, gemv=gemv)
@@ -63,7 +69,7 @@ def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_p
 
 @pytest.mark.parametrize("shape,gemv", [("qwen2.5-coder-1.5b", "triton"), ("qwen2.5-coder-1.5b", "mma"),
                                         ("qwen3-1.7b", "mma"), ("qwen2.5-coder-1.5b", "cols"), ("qwen3-1.7b", "cols"),
-                                        ("qwen2.5-coder-1.5b", "overlap")])
+                                        ("qwen2.5-coder-1.5b", "overlap"), ("qwen2.5-coder-1.5b", "overlap+down")])
 def test_a_verify_step_computes_the_plain_steps_logits_and_cache_rows_bit_for_bit(tmp_path_factory, shape, gemv):
     from inference.sampling import SamplingParams
     from inference.speculative.fast_verify import BUCKETS
@@ -91,7 +97,7 @@ def test_a_verify_step_computes_the_plain_steps_logits_and_cache_rows_bit_for_bi
         assert int(runner.token) == tokens[-1]
 
 
-@pytest.mark.parametrize("gemv", ["triton", "mma", "cols", "overlap"])
+@pytest.mark.parametrize("gemv", ["triton", "mma", "cols", "overlap", "overlap+down"])
 def test_verify_graph_equals_the_eager_verify(tmp_path_factory, gemv):
     from inference.sampling import SamplingParams
 

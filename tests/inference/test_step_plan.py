@@ -380,8 +380,9 @@ def test_a_speculating_run_streams_its_gemvs_where_every_weight_but_down_proj_st
     plan = choose(big, gpu.row, target(gpu, big), "triton", "overlap")  # what its plain steps run
     p = plan.at(0)
     assert (p.attention_kind, p.gemv_kind) == ("triton", "overlap") and plan.at(4096) == p
-    assert [getattr(p, s).kernel for s in p.SLOTS] == [
-        "stream_rmsnorm_gemv", "decode_attention", "stream_gemv_residual", "stream_gate_up_silu", "gemv_residual"]
+    assert [getattr(p, s).kernel for s in p.SLOTS + ("lm_head", "lm_head_argmax")] == [
+        "stream_rmsnorm_gemv", "decode_attention", "stream_gemv_residual", "stream_gate_up_silu",
+        "stream_gemv_residual", "rmsnorm_gemv", "stream_lm_head_argmax"]
     # its verify steps' streamed launches take those launches' ring budgets and skew (they fix the order of sums)
     from inference.fast.runner import FastRunner
     from inference.speculative.fast_verify import streamed_launches
@@ -390,7 +391,35 @@ def test_a_speculating_run_streams_its_gemvs_where_every_weight_but_down_proj_st
     runner.speculative_kernels = FastRunner.speculative_kernels.fget(runner)
     assert streamed_launches(runner) == {
         "qkv": {"budget": gpu.row.qkv_budget}, "o_proj": {"budget": gpu.row.o_budget},
-        "gate_up": {"budget": gpu.row.gate_up_budget, "skew": gpu.row.skew_for(big.intermediate_size, gpu.sms)}}
+        "gate_up": {"budget": gpu.row.gate_up_budget, "skew": gpu.row.skew_for(big.intermediate_size, gpu.sms)},
+        "down": {"ring": True, "budget": gpu.row.down_budget}, "lm_head_argmax": {}}
+
+
+def test_a_speculating_runs_down_proj_streams_its_activation_through_the_ring_in_plain_and_verify_steps():
+    """stream_down: beside the Triton attention (a speculating run's plain steps) down_proj streams where QKV and
+    gate/up do, its activation fed through the ring, prefetching the next weight's first bytes; the verify step's
+    down_proj repeats that launch on k tokens. Beside the CUDA attention (the default step) it stays Triton."""
+    gpu = GPUS["h200"]
+    big, wide = model_config("qwen2.5-coder-1.5b"), model_config("qwen2.5-coder-3b")
+    row = gpu.row
+    assert row.stream_down
+    p = choose(big, row, target(gpu, big), "triton", "overlap").at(0)
+    assert p.down.kernel == "stream_gemv_residual"
+    assert kwargs(p.down) == {"ring": True, "budget": row.down_budget, "carveout": row.stream_carveout,
+                              "l2_prefetch": Prefetch("next_span", row.down_l2_prefetch)}
+    default = choose(big, row, target(gpu, big)).at(0)
+    assert (default.down.kernel, default.lm_head_argmax.kernel) == ("gemv_residual", "lm_head_argmax")
+    assert choose(big, replace(row, stream_down=False), target(gpu, big), "triton", "overlap").at(0).down.kernel == \
+        "gemv_residual"
+    assert choose(wide, row, target(gpu, wide), "triton", "overlap").at(0).down.kernel == "gemv_residual"  # 2048
+    assert verify_gemv(row, target(gpu, big), big) == "overlap"
+    assert verify_gemv(row, replace(target(gpu, big), streamable=frozenset({"o", "qkv", "gate_up"})), big) == "triton"
+    from inference.fast.runner import FastRunner
+    from inference.speculative.fast_verify import streamed_launches
+
+    runner = SimpleNamespace(cfg=big, tuning=row, target=target(gpu, big), attention_mode="auto", gemv_mode="auto")
+    runner.speculative_kernels = FastRunner.speculative_kernels.fget(runner)
+    assert streamed_launches(runner)["down"] == {"ring": True, "budget": row.down_budget}
 
 
 @pytest.mark.parametrize("attention, gemv, message", [

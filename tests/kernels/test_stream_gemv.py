@@ -168,12 +168,13 @@ def check_replays(graph, x, x0, ref, times):
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("ring", [False, True])
 @pytest.mark.parametrize("h,i", [(1536, 8960), (2048, 6144)])
-def test_ops_released_early_in_a_graph_match_the_references(h, i, gen):
+def test_ops_released_early_in_a_graph_match_the_references(h, i, ring, gen):
     """early=True (the next kernel launches at once, its CTAs loading weights beside these): o_proj
-    and gate/up released early (with the runner's rings and all-shared carveout), then down_proj, four
-    layers in one CUDA graph replayed 10 times, give the references: every op still reads its input
-    only when the previous op is done."""
+    and gate/up released early (with the runner's rings and all-shared carveout), then down_proj (its activation
+    staged, or fed through the ring by its producer), four layers in one CUDA graph replayed 10 times, give the
+    references: every op still reads its input only when the previous op is done."""
     def w(n, k):
         return randn(n, k, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.02)
     layers = [(w(h, h), w(2 * i, h), w(h, i), randn(h, gen=gen, dtype=torch.bfloat16, device="cuda"))
@@ -185,7 +186,7 @@ def test_ops_released_early_in_a_graph_match_the_references(h, i, gen):
         for wo, wgu, wd, nw in layers:
             sg.stream_gemv_residual(a, wo, x, pdl=True, budget=80 * 1024, early=True, carveout=100)
             sg.stream_gate_up_silu(x, nw, 1e-6, wgu, hid, pdl=True, budget=164 * 1024, early=True, carveout=100)
-            sg.stream_gemv_residual(hid, wd, x, pdl=True)
+            sg.stream_gemv_residual(hid, wd, x, pdl=True, ring=ring)
 
     ref = x0.clone()
     for wo, wgu, wd, nw in layers:
@@ -199,17 +200,23 @@ def test_ops_released_early_in_a_graph_match_the_references(h, i, gen):
 @pytest.mark.parametrize("budget", [64 << 10, 80 << 10, 164 << 10, None])
 def test_more_tokens_keep_a_one_token_launchs_slot_width(op, budget):
     """The slot width fixes the order in which a token's products are summed, so every token count gets the
-    one-token launch's; the tokens' sums and staged activations take ring stages instead, down to two."""
+    one-token launch's; the tokens' staged activations (and gate/up's sums) take ring stages instead, down to two."""
     one = sg.plan(op, 132, budget)
     for t in (2, 3, 8, 16):
         p = sg.plan((*op, t), 132, budget)
-        assert p["kc"] == one["kc"] and p["grid"] == one["grid"] and p["sums"] == one["sums"]
-        assert 2 <= p["stages"] <= one["stages"]
+        assert p["kc"] == one["kc"] and p["grid"] == one["grid"]
+        assert p["stages"] >= 2
+        if op[0] == "gate_up":  # its tokens' sums and fragments take ring stages
+            assert p["sums"] == one["sums"] and p["stages"] <= one["stages"]
+        else:  # consume_cc keeps its sums in registers
+            assert p["sums"] == 0
 
 
 def test_eight_tokens_of_the_1_5b_gemvs_a_step_streams_fit_one_cta():
-    """QKV, o_proj and gate/up (down_proj's 8 x 8,960 staged activations do not fit, nor the 3B's gate/up)."""
-    for op in [("residual", 1536, 1536), ("gate_up", 8960, 1536), ("rmsnorm_gemv", 2048, 1536)]:
+    """QKV, o_proj, gate/up and the LM head (down_proj's 8 x 8,960 staged activations do not fit: its activation
+    goes through the ring, residual_ring; nor the 3B's gate/up)."""
+    for op in [("residual", 1536, 1536), ("gate_up", 8960, 1536), ("rmsnorm_gemv", 2048, 1536),
+               ("rmsnorm_gemv", 151936, 1536)]:
         assert sg.plan((*op, 8), 132)["smem"] <= sg.SMEM_MAX, op
     assert sg.plan(("residual", 1536, 8960, 8), 132)["smem"] > sg.SMEM_MAX
     assert sg.plan(("gate_up", 11008, 2048, 8), 132)["smem"] > sg.SMEM_MAX
@@ -286,3 +293,58 @@ def test_a_residual_gemv_of_down_projs_shapes_gives_each_token_its_bits(n, k, to
     torch.cuda.synchronize()
     assert torch.equal(many, one)
     assert rel_err(many, gemv_residual_cols_ref(a, w, x)) <= 1e-5
+
+
+# -- residual_ring: the activation fed through the ring (down_proj over several tokens) ---------------------------
+
+@pytest.mark.parametrize("budget", [64 << 10, 100 << 10, None])
+@pytest.mark.parametrize("tokens", [1, 2, 8, 16])
+@pytest.mark.parametrize("k", [272, 1536, 4480, 8960, 11008])
+def test_ring_slots_are_whole_256_column_steps_and_fit_the_budget(k, tokens, budget):
+    """A lane's order of sums does not depend on a slot width that is a multiple of 256, so the ring takes any."""
+    p = sg.plan(("residual_ring", 1536, k, tokens), 132, budget)
+    assert p["kc"] % sg.RING_KC == 0 and p["stages"] >= 2
+    assert p["smem"] <= (budget or sg.SMEM_BUDGET)
+
+
+def test_down_projs_eight_and_sixteen_tokens_fit_one_cta_through_the_ring():
+    for t in (8, 16):
+        assert sg.plan(("residual_ring", 1536, 8960, t), 132)["smem"] <= sg.SMEM_MAX
+        assert sg.plan(("residual_ring", 2048, 11008, t), 132)["smem"] <= sg.SMEM_MAX
+
+
+@needs_nvrtc
+@pytest.mark.parametrize("tokens", [1, 3, 8])
+def test_ring_variants_compile_for_sm90a(tokens):
+    p = sg.plan(("residual_ring", 1536, 8960, tokens), 132)
+    src, name = sg.source(("residual_ring", -1, -1, 8960), False, p["stages"], p["sums"], p["kc"], tokens=tokens)
+    assert "#define ACT_RING 1\n" in src and name == "stream_gemv_residual_ring"
+    assert len(_cuda_rtc.nvrtc_compile(src, "sm_90a", ("--use_fast_math",))) > 0
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("n,k", [(1536, 8960), (2048, 11008), (1536, 1536), (37, 1008), (300, 272)])
+def test_a_ring_fed_gemv_gives_every_token_the_bits_of_its_one_token_launch_at_any_budget(n, k, gen):
+    """Tokens 2, 3, 8 and 16 a launch, budgets of different slot widths: every token the bits of the one-token
+    launch at the widest budget, and of the staged residual GEMV where its slot width is a multiple of 256."""
+    w = randn(n, k, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.05)
+    a = randn(16, k, gen=gen, device="cuda", scale=3.0)
+    a[1] *= 1e-3  # tokens of very different scales
+    x = randn(16, n, gen=gen, device="cuda", scale=5.0)
+    one = x.clone()
+    for t in range(16):
+        sg.stream_gemv_residual(a[t], w, one[t], ring=True, pdl=True)
+    torch.cuda.synchronize()
+    assert rel_err(one, gemv_residual_cols_ref(a, w, x)) <= 1e-5
+    for tokens in (2, 3, 8, 16):
+        for budget in (64 << 10, 100 << 10, 200 << 10):
+            many = x[:tokens].clone()
+            sg.stream_gemv_residual(a[:tokens], w, many, ring=True, pdl=True, budget=budget)
+            torch.cuda.synchronize()
+            assert torch.equal(many, one[:tokens]), (tokens, budget)
+    if sg.plan(("residual", n, k), 132)["kc"] % sg.RING_KC == 0:
+        staged = x[:1].clone()
+        sg.stream_gemv_residual(a[0], w, staged[0], pdl=True)
+        torch.cuda.synchronize()
+        assert torch.equal(staged, one[:1])
