@@ -8,6 +8,7 @@ The ops are those of the Triton kernels, with the same contracts and references:
     "rmsnorm_gemv"  out = W @ (rmsnorm(x) * norm_w) + bias    (kernels.rmsnorm_gemv; QKV)
     "residual"      x += W @ a                                (kernels.gemv_residual; o_proj)
     "residual_ring" the same, the activation fed through the ring (down_proj: any K, any tokens)
+    "rmsnorm_gemv_mma" the same as rmsnorm_gemv on tensor cores (a speculating run's LM head)
     "gate_up"       out = silu(Wg @ n) * (Wu @ n)             (kernels.gate_up_silu)
 stream_rmsnorm_gemv, stream_gemv_residual (ring=True: "residual_ring") and stream_gate_up_silu launch one each
 (stream_op).
@@ -33,6 +34,11 @@ rows (after the PDL wait; the first fill's rows before it), so nothing is staged
 first slot. A residual GEMV's lane sums the columns lane * 8 + 256 m in m's order whatever the slot width, as
 long as it is a multiple of 256 (ring slots are): both residual modes give every token the same bits at any
 budget and token count.
+On CUDA cores every consumer warp reads every token's activation for its two rows of a tile, which bounds a
+launch of several tokens; "rmsnorm_gemv_mma" runs gate/up's tensor-core loop instead (the activation as hi / mid /
+lo 16-bit parts, two tokens an n-block), warp w taking the 16-column steps w, w + 8, ... of a row into chain
+(step / 8) % 2, so no slot width (a multiple of 256) changes a token's sums; each tile's partial sums are added
+before the next tile (any rows a CTA: the LM head's 1,151).
 CUDA C: kernels/csrc/stream_gemv.cu. Measurements: kernels/PERF.md.
 """
 
@@ -58,7 +64,8 @@ SMEM_MAX = 227 * 1024  # what a CTA may take (sm_90)
 MAX_TOKENS = 16  # tokens a launch at most (a verify step's widest bucket)
 # mode -> (MODE, kernel name: what profilers show), rows per unit
 MODES = {"rmsnorm_gemv": (0, "stream_rmsnorm_gemv", 1), "residual": (1, "stream_gemv_residual", 1),
-         "gate_up": (2, "stream_gate_up_silu", 2), "residual_ring": (1, "stream_gemv_residual_ring", 1)}
+         "gate_up": (2, "stream_gate_up_silu", 2), "residual_ring": (1, "stream_gemv_residual_ring", 1),
+         "rmsnorm_gemv_mma": (0, "stream_rmsnorm_gemv_mma", 1)}
 RING_KC = 256  # residual_ring's slot widths: multiples of this (a lane's order of sums then does not depend on them)
 RING_STAGES = 3  # residual_ring: the widest slots of which this many fit the budget
 _KIND = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
@@ -152,6 +159,9 @@ def plan(op: Op | tuple, sms: int, budget: int | None = None, skew: tuple = (0, 
     assert 0 <= late <= grid and deficit >= 0 and units + late * deficit >= grid * deficit, \
         "skew leaves a late CTA without units"
     sums = -(-MODES[mode][2] * -(-(units + late * deficit) // grid) // MT) * MT * NWARP  # partial sums, floats
+    mma = mode == "rmsnorm_gemv_mma"
+    if mma:
+        sums = MT * NWARP  # one tile's partial sums a token (added before the next tile)
     if mode == "residual_ring":  # a slot: MT rows and every token's activation chunk; nothing staged
         def ring_stage(kc):
             return MT * (kc * 2 + ROW_PAD) + tokens * kc * 4
@@ -165,15 +175,17 @@ def plan(op: Op | tuple, sms: int, budget: int | None = None, skew: tuple = (0, 
     # CTAs share an SM: the 1.5B step 1002 -> 1050 us, kernels/PERF.md)
     xwords = k * 3 // 2
     fixed = 4 * (sums + xwords)
+    unit = RING_KC if mma else 128  # (the tensor-core modes' chains need whole 256-column slots)
     cap = MAX_KC  # the widest slots (fewest, biggest bulk copies) of which two fit the budget
-    while cap > 128 and fixed + 2 * MT * (chunk(k, cap) * 2 + ROW_PAD) > budget:
-        cap -= 128
-    kc = chunk(k, cap)
+    while cap > unit and fixed + 2 * MT * (chunk(k, cap, unit) * 2 + ROW_PAD) > budget:
+        cap -= unit
+    kc = chunk(k, cap, unit)
     stage = MT * (kc * 2 + ROW_PAD)  # bytes of a ring slot (48.25 KB for K = 1536)
-    if tokens > 1:  # every token's staged activation (fp32 for consume_cc: k words) and, for gate/up, its sums
-        if mode != "gate_up":
+    if tokens > 1:  # every token's staged activation (fp32 for consume_cc: k words) and, on tensor cores, sums
+        frags = mode == "gate_up" or mma
+        if not frags:
             sums = 0  # consume_cc keeps its sums in registers (a one-token launch reserves them for its footprint)
-        fixed = 4 * tokens * (sums + (xwords if mode == "gate_up" else k))
+        fixed = 4 * tokens * (sums + (xwords if frags else k))
     stages = max(2, min(8, (budget - fixed) // stage))
     return {"grid": grid, "stages": stages, "smem": stages * stage + fixed, "sums": sums, "kc": kc, "xwords": xwords}
 
@@ -193,8 +205,11 @@ def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: boo
     mode, norm_kind, bias_kind, k = sig
     m, name = MODES[mode][:2]
     ring = mode == "residual_ring"
-    kc = chunk(k, kc, RING_KC if ring else 128)
-    if m < 2:
+    kc = chunk(k, kc, RING_KC if ring or mode == "rmsnorm_gemv_mma" else 128)
+    if mode == "rmsnorm_gemv_mma":
+        consume = (f"consume_mma<{kc}, {norm_kind}, {bias_kind}>(prm.p, s, ring, full, empty, acc, xb, red, "
+                   f"prm.eps, prm.f);")
+    elif m < 2:
         consume = (f"consume_cc<{m}, {kc}, {norm_kind}, {bias_kind}>(prm.p, s, ring, full, empty, (float*)xb, red, "
                    f"prm.eps, prm.f);")
     else:
@@ -223,6 +238,7 @@ def _sms(device_index: int) -> int:
 def _check(op: Op, fuse: Push | ReduceIn | None = None) -> None:
     n, k = op.w.shape
     assert op.mode in MODES, f"unknown mode {op.mode!r}"
+    assert fuse is None or op.mode != "rmsnorm_gemv_mma", "the tensor-core rmsnorm_gemv fuses no reduction"
     if isinstance(fuse, Push):
         assert op.mode in ("residual", "residual_ring"), "only a residual GEMV pushes its rows"
         assert 1 <= len(fuse.slots) <= MAX_RANKS and 0 <= fuse.rank < len(fuse.slots)
@@ -308,8 +324,9 @@ def stream_op(op: Op, eps: float = 1e-6, *, pdl: bool = False, budget: int | Non
 # The one-op launches; `launch`: stream_op's keyword options (pdl, budget, early, carveout, skew, l2_prefetch).
 def stream_rmsnorm_gemv(x, w, out, norm_w=None, eps: float = 1e-6, bias=None, **launch):
     """Same contract as kernels.rmsnorm_gemv.rmsnorm_gemv (reference: rmsnorm_gemv_ref); x [T, K] and out
-    [T, N] for T tokens."""
-    stream_op(Op("rmsnorm_gemv", w, x, out, norm_w, bias), eps=eps, **launch)
+    [T, N] for T tokens. launch may also hold mma=True: on tensor cores ("rmsnorm_gemv_mma")."""
+    mode = "rmsnorm_gemv_mma" if launch.pop("mma", False) else "rmsnorm_gemv"
+    stream_op(Op(mode, w, x, out, norm_w, bias), eps=eps, **launch)
     return out
 
 

@@ -84,6 +84,8 @@ class Tuning:
     stream_head: bool = knob(True, "a speculating run's plain steps stream the greedy LM head's logits "
                              "(kernels.stream_lm_head), so its verify steps stream k tokens' (1.5B verify 8: 2619 -> "
                              "2409 us, H100)", "PERF.md: Streamed down_proj")
+    head_mma: bool = knob(True, "that streamed LM head runs on tensor cores (kernels.stream_gemv's "
+                          "rmsnorm_gemv_mma; 1.5B verify 8: 2453 -> 2260 us, H100)", "PERF.md: Streamed down_proj")
     down_budget: int = knob(200 << 10, "the streamed down_proj's ring (1.5B verify 8: 2618 us; 100 KB 2666, 64 KB "
                             "3118)", "PERF.md: Streamed down_proj")
     fused_down_budget: int = knob(200 << 10, "tensor parallel's fused reduction (inference.parallel.reduce, "

@@ -2,8 +2,8 @@
 
     python -m lab.probe_stream_tokens [--tokens 1,2,4,8] [--budget 65536]
 
-For the 1.5B shape's QKV, o_proj, gate/up and down_proj (staged, and its activation fed through the ring at a few
-budgets): us per launch of the streamed kernel at 1..8 tokens (every token
+For the 1.5B shape's QKV, o_proj, gate/up, down_proj (staged, and its activation fed through the ring at a few
+budgets) and the LM head's logits (on CUDA cores and on tensor cores): us per launch of the streamed kernel at 1..8 tokens (every token
 its one-token launch's bits), against the Triton column twins a verify step runs today
 (kernels/{rmsnorm_gemv,gemv_residual,gate_up_silu}_cols.py at the tuning row's verify_group) and the one-token
 Triton kernel; 24 launches back to back in one CUDA graph over rotating weight copies (lab.bench_kernels.in_graph_us),
@@ -26,7 +26,7 @@ from kernels.rmsnorm_gemv_cols import rmsnorm_gemv_cols
 from kernels.tuning import for_device
 from lab.bench_kernels import copies, in_graph_us
 
-H, I, QKV = 1536, 8960, 2048  # the 1.5B shape: hidden, intermediate, QKV rows (o_proj's K is H)
+H, I, QKV, V = 1536, 8960, 2048, 151936  # the 1.5B shape: hidden, intermediate, QKV rows (o_proj's K is H), vocab
 DOWN_BUDGET = 200 << 10  # kernels.tuning's fused_down_budget: the ring a streamed down_proj gets
 RING_BUDGETS = (64 << 10, 100 << 10, 200 << 10)  # down_proj's ring-fed activation ("residual_ring")
 
@@ -57,7 +57,11 @@ def launches(budget: int):
         (f"down ring {b >> 10} KB", H, I, H,
          lambda a, w, x, b=b: sg.stream_gemv_residual(a, w, x, pdl=True, budget=b, ring=True),
          lambda a, w, x: gemv_residual_cols(a, w, x, pdl=True, group=group),
-         lambda a, w, x: gemv_residual(a, w, x, pdl=True)) for b in RING_BUDGETS]
+         lambda a, w, x: gemv_residual(a, w, x, pdl=True)) for b in RING_BUDGETS] + [  # the LM head's logits
+        (f"lm_head{' mma' if mma else ''}", V, H, V,
+         lambda x, w, o, mma=mma: sg.stream_rmsnorm_gemv(x, w, o, norm, 1e-6, pdl=True, mma=mma),
+         lambda x, w, o: rmsnorm_gemv_cols(x, w, o, norm, 1e-6, pdl=True, group=group),
+         lambda x, w, o: rmsnorm_gemv(x, w, o, norm, 1e-6, pdl=True)) for mma in (False, True)]
 
 
 def main():

@@ -272,7 +272,7 @@ def _layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, att
         down = launch("gemv_residual", l2_prefetch=ahead, tuning=t)
     logits, greedy = _head(t, target)
     if speculating and t.stream_head:
-        greedy = launch("stream_lm_head_argmax", carveout=c)
+        greedy = launch("stream_lm_head_argmax", **({"mma": True} if t.head_mma else {}), carveout=c)
     return LayerPlan(attention_kind, gemv_kind, workspace, qkv, attention, o_proj, gate_up, down, logits, greedy)
 
 

@@ -78,7 +78,7 @@ def streamed_launches(runner) -> dict[str, dict]:
     from ..fast.plan import choose
 
     p = choose(runner.cfg, runner.tuning, runner.target, *runner.speculative_kernels).at(0)
-    return {slot: {k: v for k, v in getattr(p, slot).kwargs if k in ("budget", "skew", "ring")}
+    return {slot: {k: v for k, v in getattr(p, slot).kwargs if k in ("budget", "skew", "ring", "mma")}
             for slot in ("qkv", "o_proj", "gate_up", "down", "lm_head_argmax")
             if getattr(p, slot).kernel.startswith("stream_")}
 

@@ -530,6 +530,90 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
   }
 }
 
+// Mode 0 on tensor cores (a speculating run's LM head, whose k tokens would make consume_cc read every token's
+// activation once per warp): gate/up's MMA (the activation staged as hi / mid / lo 16-bit parts with the RMSNorm,
+// tokens 2b and 2b + 1 in columns 0-2 and 4-6 of n-block b, rstd applied at the end), but warp w takes the 16-column steps
+// m = w, w + 8, ... of the row (interleaved: step k0 / 16 + j * NWARP + w of a slot) into chain (m / NWARP) & 1 =
+// j & 1 (the slot width a multiple of 256), so its sums do not depend on the slot width; each 16-row tile's NWARP
+// partial sums per row are
+// added and written before the next tile (any rows a CTA: the LM head's 1,151). Token t's partial sums at
+// acc + t * MT * NWARP. (Mode 1 on tensor cores, its activation split from the ring per step, was slower than
+// consume_cc at any token count: kernels/PERF.md.)
+template <int KC, int NORM_KIND, int BIAS_KIND>
+__device__ __forceinline__ void consume_mma(const Phase& ph, int& s, const unsigned char* ring, u64* full, u64* empty,
+                                            float* acc, u32* xb, float* red, float eps, const Fuse& f) {
+  constexpr int KS = KC / (16 * NWARP), NPRE = 2;
+  static_assert(KC % (32 * NWARP) == 0, "a slot of whole 256-column steps: (step / NWARP) & 1 = j & 1");
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, K = ph.K, XTOK = K / 16 * XB;
+  int u0, nu;
+  unit_range(ph, u0, nu);
+  float4 nwp[NPRE];
+#pragma unroll
+  for (int i = 0; i < NPRE; ++i) nwp[i] = norm4<NORM_KIND>(ph.norm_w, (tid + i * NCONSUMER) * 4, K);
+  phase_wait();
+  float rstd[NTOK];
+  stage_tokens<NORM_KIND, NPRE, true>(ph, K, f, nwp, red, eps, rstd, xb, XTOK);
+  const u32 aoff = (lane & 15) * ROWB + (lane >> 4) * 16 + warp * 32;  // ldmatrix.x4: this warp's 16 columns
+  for (int g = 0; g < nu; g += MT) {
+    float d[NBLK][8];
+#pragma unroll
+    for (int b = 0; b < NBLK; ++b)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) d[b][i] = 0.f;
+    for (int k0 = 0; k0 < K; k0 += KC, ++s) {
+      const int buf = s % NS;
+      mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
+      const u32 abase = smem_u32(ring + (size_t)buf * STAGE) + aoff;
+      u32 a[KS][4];
+#pragma unroll
+      for (int j = 0; j < KS; ++j)
+        if (k0 + (j * NWARP + warp) * 16 < K) ldsm4(abase + j * NWARP * 32, a[j]);  // warp-uniform
+#pragma unroll
+      for (int j = 0; j < KS; ++j) {
+        const int c = (j * NWARP + warp) * 16;  // the step's first column in the slot
+        if (k0 + c < K) {
+#pragma unroll
+          for (int b = 0; b < NBLK; ++b) {
+            const uint2 v = b_frag(xb, b, k0 + c, lane, XTOK);
+            mma(d[b] + (j & 1) * 4, a[j], v.x, v.y);  // chain (step / NWARP) & 1: KC / 128 is even
+          }
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
+    }
+    // the tile's partial sums (gate/up's lanes: columns 0-2 token 2b, 4-6 token 2b + 1), then their sums
+#pragma unroll
+    for (int b = 0; b < NBLK; ++b) {
+      const float c0 = d[b][0] + d[b][4], c2 = d[b][2] + d[b][6];
+      const float t0 = __shfl_down_sync(0xffffffffu, c0, 1), t2 = __shfl_down_sync(0xffffffffu, c2, 1);
+      const int t = 2 * b + ((lane >> 1) & 1);
+      if ((lane & 1) == 0 && t < NTOK) {
+        float* at = acc + t * MT * NWARP;
+        const int r = lane >> 2;
+        at[r * NWARP + warp] = (d[b][0] + d[b][1]) + (d[b][4] + d[b][5]) + t0;
+        at[(r + 8) * NWARP + warp] = (d[b][2] + d[b][3]) + (d[b][6] + d[b][7]) + t2;
+      }
+    }
+    consumers_sync();
+    for (int i = tid; i < NTOK * MT; i += NCONSUMER) {
+      const int t = i / MT, r = i % MT, row = u0 + g + r;
+      if (g + r >= nu) continue;
+      const float* at = acc + t * MT * NWARP + r * NWARP;
+      const float4 p = *(const float4*)at, q = *(const float4*)(at + 4);
+      const float y = ((p.x + p.y) + (p.z + p.w)) + ((q.x + q.y) + (q.z + q.w));
+      float rs = 1.f;
+#pragma unroll
+      for (int tt = 0; tt < NTOK; ++tt)
+        if (tt == t) rs = rstd[tt];
+      float o = y * rs;
+      if (BIAS_KIND >= 0) o += any_f32<BIAS_KIND>(ph.bias, row);
+      ph.out[(size_t)t * ph.units + row] = o;
+    }
+    consumers_sync();  // the partial sums are read before the next tile writes them
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(NCONSUMER + 32, 1) KERNEL_NAME(const Params prm) {
   __shared__ __align__(8) u64 full[NS], empty[NS];
   __shared__ float red[NTOK * NWARP];

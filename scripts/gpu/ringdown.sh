@@ -6,7 +6,7 @@
 # ring-fed at 64/100/200 KB). PROFILE=1: lab.profile_verify of the overlap family (kernel by kernel). Then
 # `inference.bench --workload verify` on the 1.5B shape for the overlap family: the row as it is and each of
 # VARIANTS (NAME:FIELD=VALUE,... of the row). Random weights, ctx 512. (Also the streamed LM head's tests.)
-# Usage: OUT=... BUDGET=500 [TESTS=0] [PROFILE=1] [VARIANTS="nohead:stream_head=False down160:down_budget=163840"]
+# Usage: OUT=... BUDGET=500 [TESTS=0] [KTESTS_K=pytest -k of the kernel tests] [PROFILE=1] [VARIANTS="nohead:stream_head=False down160:down_budget=163840"]
 #   bash scripts/gpu/ringdown.sh
 #   logs: $OUT/ringdown/ (and $OUT/logs.tgz)
 set -uo pipefail
@@ -16,7 +16,8 @@ window ringdown
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONFAULTHANDLER=1
 T=(python3 -m pytest -q -x -s -p no:randomly -p no:cacheprovider -o addopts="" -o faulthandler_timeout=120)
 if [ "${TESTS:-1}" = 1 ]; then
-  step kernel-tests 150 "${T[@]}" -m gpu tests/kernels/test_stream_gemv.py tests/kernels/test_stream_lm_head.py
+  step kernel-tests 150 "${T[@]}" -m gpu tests/kernels/test_stream_gemv.py tests/kernels/test_stream_lm_head.py \
+    ${KTESTS_K:+-k "$KTESTS_K"}
   step fast-tests 90 "${T[@]}" tests/inference/test_fast_path.py -k cuda_gemvs
   step spec-tests 240 "${T[@]}" tests/inference/test_speculative_gpu.py -k "${SPEC_K:-overlap}"
   step probe 120 python3 -m lab.probe_stream_tokens

@@ -217,13 +217,14 @@ def test_auto_attention_switches_kernel_at_the_cluster_context_and_generates_the
     assert runs["auto"] == runs["triton"] == runs["cuda"]
 
 
-@pytest.mark.parametrize("shape,down", [("qwen2.5-coder-1.5b", False), ("qwen2.5-coder-1.5b", True),
-                                        ("qwen3-1.7b", False)])
-def test_cuda_gemvs_give_the_triton_gemvs_logits_and_tokens(shape, down, tmp_path):
+@pytest.mark.parametrize("shape,variant", [("qwen2.5-coder-1.5b", "auto"), ("qwen2.5-coder-1.5b", "speculating"),
+                                           ("qwen2.5-coder-1.5b", "speculating+mma"), ("qwen3-1.7b", "auto")])
+def test_cuda_gemvs_give_the_triton_gemvs_logits_and_tokens(shape, variant, tmp_path):
     """The CUDA GEMVs (use_gemv("overlap"): stream_gemv for o_proj, released at the attention's start,
-    and for hidden 1536 also QKV and gate/up, and down_proj where the row says stream_down) against the Triton
-    GEMVs on one engine: teacher-forced logits within 1e-4 of each other, the same greedy tokens; "auto" is
-    "overlap" beside the CUDA attention."""
+    and for hidden 1536 also QKV and gate/up) against the Triton GEMVs on one engine: teacher-forced
+    logits within 1e-4 of each other, the same greedy tokens; "auto" is "overlap" beside the CUDA
+    attention. "speculating": a speculating run's plain steps (beside the Triton attention) with down_proj and the
+    greedy LM head streamed too ("+mma": the head on tensor cores)."""
     from dataclasses import replace
 
     from inference.engine import FinishEvent
@@ -239,10 +240,13 @@ def test_cuda_gemvs_give_the_triton_gemvs_logits_and_tokens(shape, down, tmp_pat
         pytest.skip("the CUDA GEMV kernels need sm_90 and NVRTC")
     ids = torch.randint(0, 30000, (300,), generator=torch.Generator().manual_seed(3)).tolist()
     logits, tokens = {}, {}
-    if down:
-        runner.use_tuning(replace(runner.tuning, stream_down=True))
-        assert runner.plan.at(0).down.kernel == "stream_gemv_residual"
-    assert runner.use_gemv("auto") == "overlap"
+    if variant == "auto":
+        assert runner.use_gemv("auto") == "overlap"
+    else:
+        runner.use_tuning(replace(runner.tuning, stream_down=True, stream_head=True, head_mma="mma" in variant),
+                          "triton", "overlap")
+        p = runner.plan.at(0)
+        assert (p.down.kernel, p.lm_head_argmax.kernel) == ("stream_gemv_residual", "stream_lm_head_argmax")
     for mode in ("triton", "overlap"):
         assert runner.use_gemv(mode) == mode
         runner.start(ids[:200], SamplingParams(max_tokens=128))

@@ -392,7 +392,7 @@ def test_a_speculating_run_streams_its_gemvs_where_every_weight_but_down_proj_st
     assert streamed_launches(runner) == {
         "qkv": {"budget": gpu.row.qkv_budget}, "o_proj": {"budget": gpu.row.o_budget},
         "gate_up": {"budget": gpu.row.gate_up_budget, "skew": gpu.row.skew_for(big.intermediate_size, gpu.sms)},
-        "down": {"ring": True, "budget": gpu.row.down_budget}, "lm_head_argmax": {}}
+        "down": {"ring": True, "budget": gpu.row.down_budget}, "lm_head_argmax": {"mma": True}}
 
 
 def test_a_speculating_runs_down_proj_streams_its_activation_through_the_ring_in_plain_and_verify_steps():
@@ -420,6 +420,10 @@ def test_a_speculating_runs_down_proj_streams_its_activation_through_the_ring_in
     runner = SimpleNamespace(cfg=big, tuning=row, target=target(gpu, big), attention_mode="auto", gemv_mode="auto")
     runner.speculative_kernels = FastRunner.speculative_kernels.fget(runner)
     assert streamed_launches(runner)["down"] == {"ring": True, "budget": row.down_budget}
+    assert kwargs(p.lm_head_argmax) == {"mma": True, "carveout": row.stream_carveout}  # on tensor cores
+    assert streamed_launches(runner)["lm_head_argmax"] == {"mma": True}  # the verify step's launches too
+    runner.tuning = replace(row, head_mma=False)
+    assert streamed_launches(runner)["lm_head_argmax"] == {}
 
 
 @pytest.mark.parametrize("attention, gemv, message", [

@@ -315,10 +315,12 @@ def test_down_projs_eight_and_sixteen_tokens_fit_one_cta_through_the_ring():
 
 @needs_nvrtc
 @pytest.mark.parametrize("tokens", [1, 3, 8])
-def test_ring_variants_compile_for_sm90a(tokens):
-    p = sg.plan(("residual_ring", 1536, 8960, tokens), 132)
-    src, name = sg.source(("residual_ring", -1, -1, 8960), False, p["stages"], p["sums"], p["kc"], tokens=tokens)
-    assert "#define ACT_RING 1\n" in src and name == "stream_gemv_residual_ring"
+@pytest.mark.parametrize("sig", [("residual_ring", -1, -1, 8960), ("rmsnorm_gemv_mma", 0, -1, 1536),
+                                 ("rmsnorm_gemv_mma", 0, 0, 1536)])
+def test_ring_and_tensor_core_variants_compile_for_sm90a(sig, tokens):
+    p = sg.plan((sig[0], 151936, sig[3], tokens), 132)
+    src, name = sg.source(sig, False, p["stages"], p["sums"], p["kc"], tokens=tokens)
+    assert f"#define ACT_RING {int('ring' in sig[0])}\n" in src and name == sg.MODES[sig[0]][1]
     assert len(_cuda_rtc.nvrtc_compile(src, "sm_90a", ("--use_fast_math",))) > 0
 
 
@@ -348,3 +350,25 @@ def test_a_ring_fed_gemv_gives_every_token_the_bits_of_its_one_token_launch_at_a
         sg.stream_gemv_residual(a[0], w, staged[0], pdl=True)
         torch.cuda.synchronize()
         assert torch.equal(staged, one[:1])
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("n,k", [(2048, 1536), (151936, 1536), (37, 1008), (300, 272)])
+def test_a_normalizing_gemv_on_tensor_cores_gives_every_token_its_one_token_bits(n, k, gen):
+    """rmsnorm_gemv_mma (a speculating run's LM head): tokens 2, 3 and 8 a launch, the reference within 1e-4."""
+    w = randn(n, k, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.05)
+    norm_w = randn(k, gen=gen, dtype=torch.bfloat16, device="cuda")
+    bias = randn(n, gen=gen, dtype=torch.bfloat16, device="cuda")
+    x = randn(8, k, gen=gen, device="cuda", scale=3.0)
+    x[1] *= 1e-3
+    one = poisoned(8, n, device="cuda")
+    for t in range(8):
+        sg.stream_rmsnorm_gemv(x[t], w, one[t], norm_w=norm_w, eps=1e-6, bias=bias, mma=True, pdl=True)
+    torch.cuda.synchronize()
+    assert rel_err(one, torch.stack([rmsnorm_gemv_ref(x[t], w, norm_w, 1e-6, bias) for t in range(8)])) <= 1e-4
+    for tokens in (2, 3, 8):
+        many = poisoned(tokens, n, device="cuda")
+        sg.stream_rmsnorm_gemv(x[:tokens], w, many, norm_w=norm_w, eps=1e-6, bias=bias, mma=True, pdl=True)
+        torch.cuda.synchronize()
+        assert torch.equal(many, one[:tokens]), tokens

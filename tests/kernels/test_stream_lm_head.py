@@ -69,8 +69,9 @@ def test_a_plain_step_feeds_its_token_to_the_ring_and_ties_go_to_the_lowest_row(
 
 @pytest.mark.gpu
 @hopper
+@pytest.mark.parametrize("mma", [False, True])
 @pytest.mark.parametrize("n,k", [(151936, 1536), (5000, 272)])
-def test_every_column_gets_the_logits_of_its_one_column_launch_and_their_argmax(n, k, gen):
+def test_every_column_gets_the_logits_of_its_one_column_launch_and_their_argmax(n, k, mma, gen):
     w = randn(n, k, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.05)
     norm_w = randn(k, gen=gen, dtype=torch.bfloat16, device="cuda")
     embed = randn(n, k, gen=gen, dtype=torch.bfloat16, device="cuda")
@@ -79,7 +80,7 @@ def test_every_column_gets_the_logits_of_its_one_column_launch_and_their_argmax(
     one = torch.zeros(16, n, device="cuda")
     for c in range(16):
         token, pos, _ = state(k)
-        stream_lm_head_argmax(x[c].clone(), w, one[c], token, pos, embed, scratch, norm_w, 1e-6, pdl=True)
+        stream_lm_head_argmax(x[c].clone(), w, one[c], token, pos, embed, scratch, norm_w, 1e-6, pdl=True, mma=mma)
         assert int(token) == int(one[c].argmax())
     ref, g, _ = stream_lm_head_argmax_ref(x, w, norm_w=norm_w)
     assert rel_err(one, ref) <= 1e-4
@@ -90,7 +91,7 @@ def test_every_column_gets_the_logits_of_its_one_column_launch_and_their_argmax(
         result = torch.zeros(cols + 1, dtype=torch.int64, device="cuda")
         token, pos, x_next = state(k)
         stream_lm_head_argmax(x[:cols], w, logits, token, pos, embed, scratch, norm_w, 1e-6, draft=draft, klen=klen,
-                              x_next=x_next, result=result, pdl=True)
+                              x_next=x_next, result=result, pdl=True, mma=mma)
         torch.cuda.synchronize()
         assert torch.equal(logits, one[:cols]), cols
         assert result.tolist() == one[:cols].argmax(-1).tolist() + [cols - 1]
