@@ -31,9 +31,9 @@ weights are read once, each token's sums run in the order a one-token launch of 
 The staged activation of a residual GEMV's tokens outgrows shared memory at down_proj's K (8 x 8,960 floats):
 "residual_ring" has the producer copy each slot's columns of every token's activation into the slot beside its
 rows (after the PDL wait; the first fill's rows before it), so nothing is staged and the consumers start on the
-first slot. A residual GEMV's lane sums the columns lane * 8 + 256 m in m's order whatever the slot width, as
-long as it is a multiple of 256 (ring slots are): both residual modes give every token the same bits at any
-budget and token count.
+first slot; its consumers (consume_ring) give a warp four rows and every other 256-column block, so that a token's
+activation is read from shared memory by half as many warps, and a lane sums its blocks in the same order
+whatever the slot width (a multiple of 512): every token gets the same bits at any budget and token count.
 On CUDA cores every consumer warp reads every token's activation for its two rows of a tile, which bounds a
 launch of several tokens; "rmsnorm_gemv_mma" runs gate/up's tensor-core loop instead (the activation as hi / mid /
 lo 16-bit parts, two tokens an n-block), warp w taking the 16-column steps w, w + 8, ... of a row into chain
@@ -66,7 +66,7 @@ MAX_TOKENS = 16  # tokens a launch at most (a verify step's widest bucket)
 MODES = {"rmsnorm_gemv": (0, "stream_rmsnorm_gemv", 1), "residual": (1, "stream_gemv_residual", 1),
          "gate_up": (2, "stream_gate_up_silu", 2), "residual_ring": (1, "stream_gemv_residual_ring", 1),
          "rmsnorm_gemv_mma": (0, "stream_rmsnorm_gemv_mma", 1)}
-RING_KC = 256  # residual_ring's slot widths: multiples of this (a lane's order of sums then does not depend on them)
+RING_KC = 512  # residual_ring's slot widths: multiples of this (a lane's order of sums then does not depend on them)
 RING_STAGES = 3  # residual_ring: the widest slots of which this many fit the budget
 _KIND = {torch.bfloat16: 0, torch.float16: 1, torch.float32: 2}
 
@@ -163,19 +163,23 @@ def plan(op: Op | tuple, sms: int, budget: int | None = None, skew: tuple = (0, 
     if mma:
         sums = MT * NWARP  # one tile's partial sums a token (added before the next tile)
     if mode == "residual_ring":  # a slot: MT rows and every token's activation chunk; nothing staged
+        sums = 2 * MT  # a tile's two column halves' sums a token
+        fixed = 4 * tokens * sums
+
         def ring_stage(kc):
             return MT * (kc * 2 + ROW_PAD) + tokens * kc * 4
         cap = MAX_KC
-        while cap > RING_KC and RING_STAGES * ring_stage(chunk(k, cap, RING_KC)) > budget:
+        while cap > RING_KC and RING_STAGES * ring_stage(chunk(k, cap, RING_KC)) + fixed > budget:
             cap -= RING_KC
         kc = chunk(k, cap, RING_KC)
-        stages = max(2, min(8, budget // ring_stage(kc)))
-        return {"grid": grid, "stages": stages, "smem": stages * ring_stage(kc), "sums": sums, "kc": kc, "xwords": 0}
+        stages = max(2, min(8, (budget - fixed) // ring_stage(kc)))
+        return {"grid": grid, "stages": stages, "smem": stages * ring_stage(kc) + fixed, "sums": sums, "kc": kc,
+                "xwords": 0}
     # the activation as MMA fragments (consume_cc needs only k words, but the smaller footprint changes which
     # CTAs share an SM: the 1.5B step 1002 -> 1050 us, kernels/PERF.md)
     xwords = k * 3 // 2
     fixed = 4 * (sums + xwords)
-    unit = RING_KC if mma else 128  # (the tensor-core modes' chains need whole 256-column slots)
+    unit = 256 if mma else 128  # (the tensor-core mode's chains need whole 256-column slots)
     cap = MAX_KC  # the widest slots (fewest, biggest bulk copies) of which two fit the budget
     while cap > unit and fixed + 2 * MT * (chunk(k, cap, unit) * 2 + ROW_PAD) > budget:
         cap -= unit
@@ -205,8 +209,10 @@ def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: boo
     mode, norm_kind, bias_kind, k = sig
     m, name = MODES[mode][:2]
     ring = mode == "residual_ring"
-    kc = chunk(k, kc, RING_KC if ring or mode == "rmsnorm_gemv_mma" else 128)
-    if mode == "rmsnorm_gemv_mma":
+    kc = chunk(k, kc, RING_KC if ring else 256 if mode == "rmsnorm_gemv_mma" else 128)
+    if ring:
+        consume = f"consume_ring<{kc}>(prm.p, s, ring, full, empty, acc);"
+    elif mode == "rmsnorm_gemv_mma":
         consume = (f"consume_mma<{kc}, {norm_kind}, {bias_kind}>(prm.p, s, ring, full, empty, acc, xb, red, "
                    f"prm.eps, prm.f);")
     elif m < 2:
@@ -240,7 +246,7 @@ def _check(op: Op, fuse: Push | ReduceIn | None = None) -> None:
     assert op.mode in MODES, f"unknown mode {op.mode!r}"
     assert fuse is None or op.mode != "rmsnorm_gemv_mma", "the tensor-core rmsnorm_gemv fuses no reduction"
     if isinstance(fuse, Push):
-        assert op.mode in ("residual", "residual_ring"), "only a residual GEMV pushes its rows"
+        assert op.mode == "residual", "only a residual GEMV with its activation staged pushes its rows"
         assert 1 <= len(fuse.slots) <= MAX_RANKS and 0 <= fuse.rank < len(fuse.slots)
     if isinstance(fuse, ReduceIn):
         assert MODES[op.mode][0] != 1, "a residual GEMV's input is not a reduction"

@@ -35,8 +35,8 @@ struct Phase {  // the launch's GEMV (mirrored by _Phase in Python)
 #if NTOK > 1 && FUSE != 0
 #error "a fused tensor-parallel reduction takes one token a launch"
 #endif
-#if ACT_RING && FUSE == 2
-#error "a ring-fed activation is the input itself, not a reduction"
+#if ACT_RING && FUSE != 0
+#error "a ring-fed residual GEMV fuses no reduction"
 #endif
 struct Fuse {
   u64* slot[MAX_RANKS];    // push: rank q's receive slots (world x units words) as mapped here
@@ -467,12 +467,7 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
 #pragma unroll
   for (int t = 0; t < NTOK; ++t)
     res0[t] = has_res && lane < 2 && my < nu ? __ldcg(ph.out + (size_t)t * ph.units + u0 + my) : 0.f;
-#if ACT_RING  // the activation arrives with each slot (no norm: a residual GEMV)
-#pragma unroll
-  for (int t = 0; t < NTOK; ++t) rstd[t] = 1.f;
-#else
   stage_tokens<NORM_KIND, NPRE, false>(ph, K, f, nwp, red, eps, rstd, xs, K);
-#endif
   for (int g = 0; g < nu; g += MT) {
     float a0[NTOK], b0[NTOK], a1[NTOK], b1[NTOK];  // rows 2w and 2w + 1, two chains each, per token
 #pragma unroll
@@ -488,11 +483,7 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
           const uint4 w0 = *(const uint4*)(row + c * 2), w1 = *(const uint4*)(row + ROWB + c * 2);
 #pragma unroll
           for (int t = 0; t < NTOK; ++t) {
-#if ACT_RING
-            const float* xt = (const float*)(ring + (size_t)buf * STAGE + MT * ROWB) + t * KC + c;
-#else
             const float* xt = xs + (size_t)t * K + k0 + c;
-#endif
             const float4 x0 = *(const float4*)xt, x1 = *(const float4*)(xt + 4);
             a0[t] += dot4(w0.x, w0.y, x0); b0[t] += dot4(w0.z, w0.w, x1);
             a1[t] += dot4(w1.x, w1.y, x0); b1[t] += dot4(w1.z, w1.w, x1);
@@ -527,6 +518,72 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
         }
       }
     }
+  }
+}
+
+// ACT_RING (residual_ring: a speculating run's down_proj over k tokens) on CUDA cores: the activation arrives with
+// each slot (no staging), and a warp reads a token's activation chunk for four rows, not consume_cc's two (at 8
+// tokens those reads bound consume_cc): warp w takes rows 4 (w % 4) .. + 3 of a tile and the 256-column blocks m
+// with m % 2 == w / 4; lane l the 8 columns 8 l .. of each of its blocks, in two chains per row and token (as
+// consume_cc). A slot is whole 512-column pairs, so which blocks a lane sums, and in which order, does not depend
+// on the slot width. The two halves' sums meet in shared memory (acc: [NTOK][2][MT]) and are added to the residual.
+template <int KC>
+__device__ __forceinline__ void consume_ring(const Phase& ph, int& s, const unsigned char* ring, u64* full,
+                                             u64* empty, float* acc) {
+  static_assert(KC % 512 == 0, "whole 512-column pairs a slot");
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, K = ph.K, half = warp >> 2, r0 = 4 * (warp & 3);
+  int u0, nu;
+  unit_range(ph, u0, nu);
+  phase_wait();
+  for (int g = 0; g < nu; g += MT) {
+    float a[4][NTOK], b[4][NTOK];  // rows r0..r0+3, two chains each, per token
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int t = 0; t < NTOK; ++t) a[i][t] = b[i][t] = 0.f;
+    for (int k0 = 0; k0 < K; k0 += KC, ++s) {
+      const int buf = s % NS, nc = min(KC, K - k0);
+      mbar_wait(smem_u32(&full[buf]), (s / NS) & 1);
+      const unsigned char* rows = ring + (size_t)buf * STAGE + (size_t)r0 * ROWB;
+      const float* xa = (const float*)(ring + (size_t)buf * STAGE + MT * ROWB);
+#pragma unroll
+      for (int j = 0; j < KC / 512; ++j) {
+        const int c = (2 * j + half) * 256 + lane * 8;
+        if (c < nc) {
+          uint4 w[4];
+#pragma unroll
+          for (int i = 0; i < 4; ++i) w[i] = *(const uint4*)(rows + i * ROWB + c * 2);
+#pragma unroll
+          for (int t = 0; t < NTOK; ++t) {
+            const float4 x0 = *(const float4*)(xa + t * KC + c), x1 = *(const float4*)(xa + t * KC + c + 4);
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+              a[i][t] += dot4(w[i].x, w[i].y, x0);
+              b[i][t] += dot4(w[i].z, w[i].w, x1);
+            }
+          }
+        }
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int t = 0; t < NTOK; ++t) {
+        float y = a[i][t] + b[i][t];
+        for (int o = 16; o > 0; o >>= 1) y += __shfl_xor_sync(0xffffffffu, y, o);
+        if (lane == 0) acc[(t * 2 + half) * MT + r0 + i] = y;
+      }
+    consumers_sync();
+    for (int i = tid; i < NTOK * MT; i += NCONSUMER) {
+      const int t = i / MT, r = i % MT;
+      if (g + r < nu) {
+        float* out = ph.out + (size_t)t * ph.units + u0 + g + r;
+        *out = __ldcg(out) + (acc[t * 2 * MT + r] + acc[(t * 2 + 1) * MT + r]);
+      }
+    }
+    consumers_sync();  // the sums are read before the next tile writes them
   }
 }
 
