@@ -6,8 +6,9 @@ plain (one column, no draft) and verify (n columns).
     a = the number of leading j < klen with draft[j] == g[j];  without a draft a = 0
     token = g[a];  pos += a + 1;  ring[pos % R] = token (if a ring);  x_next = embed[token];  result = (g, a)
 
-Launch 1 is kernels.stream_gemv's rmsnorm_gemv over the columns (up to STREAM_TOKENS a launch: more take several),
-so column c's logits are the bits of a one-column launch whatever n. Launch 2 (Triton, `_logits_argmax_kernel`)
+Launch 1 is kernels.stream_gemv's rmsnorm_gemv over the columns (up to STREAM_TOKENS a launch: more take several;
+mma=True: its tensor-core mode, rmsnorm_gemv_mma, which a speculating run uses), so column c's logits are the bits
+of a one-column launch whatever n. Launch 2 (Triton, `_logits_argmax_kernel`)
 reads the logits back (n x N floats, just written: L2) and votes per column as kernels.lm_head_mma_cols does
 (the largest logit, the lowest row among equal ones, one int64 key per column in scratch), then the last program
 to draw a ticket accepts and feeds; its contract and scratch are kernels.lm_head_mma_cols' (head_cols_args,
