@@ -31,7 +31,6 @@ from kernels.fp8_cuda_gemv import fp8_cuda_gemv_residual, fp8_cuda_rmsnorm_gate_
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu
 from kernels.fp8_gemv_residual import fp8_gemv_residual
 from kernels.fp8_lm_head_argmax import fp8_lm_head_argmax
-from kernels.stream_lm_head import stream_lm_head_argmax
 from kernels.fp8_rmsnorm_gemv import fp8_rmsnorm_gemv
 from kernels.fp8_stream_gemv import (fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu,
                                      fp8_stream_rmsnorm_gemv)
@@ -41,6 +40,7 @@ from kernels.gemv_residual import gemv_residual
 from kernels.lm_head_argmax import lm_head_argmax
 from kernels.lm_head_mma_cols import lm_head_argmax_mma
 from kernels.rmsnorm_gemv import rmsnorm_gemv
+from kernels.stream_lm_head import stream_lm_head_argmax
 
 from ..quant import Fp8Weight
 from .plan import LayerPlan, Launch, Prefetch

@@ -212,9 +212,9 @@ def _verify_cost(engine, context: int, iters: int, widths, families) -> dict:
 
 
 def verify_main(args, engine) -> dict:
-    families = tuple(f for f in args.families.split(",") if f)
     from .fast_verify import GEMVS
 
+    families = tuple(f for f in args.families.split(",") if f)
     unknown = set(families) - set(GEMVS)
     if unknown:
         raise SystemExit(f"error: unknown GEMV families {', '.join(sorted(unknown))} ({', '.join(GEMVS)})")

@@ -72,9 +72,9 @@ def _by_tokens(launch, act: int, out: int, **kw):
 
 
 def streamed_launches(runner) -> dict[str, dict]:
-    """The ring budget, skew and activation feed (what fixes a token's order of sums) of the streamed launches of a
-    speculating run's plain step, by slot (qkv, o_proj, gate_up; down where it streams): from the runner's plan for
-    its speculative kernels (inference.fast.plan)."""
+    """The ring budget, skew, activation feed and core kind (what fixes a token's order of sums) of the streamed
+    launches of a speculating run's plain step, by slot (qkv, o_proj, gate_up; down and lm_head_argmax where they
+    stream): from the runner's plan for its speculative kernels (inference.fast.plan)."""
     from ..fast.plan import choose
 
     p = choose(runner.cfg, runner.tuning, runner.target, *runner.speculative_kernels).at(0)
