@@ -26,6 +26,51 @@ from kernels.lm_head_argmax import NO_KEY
 SCRATCH = NC + 1  # per-column best keys, then the ticket counter
 
 
+@triton.jit
+def vote_accept_feed(y, rows, row_mask, cs, col_mask, scratch_ptr, draft_ptr, klen_ptr, token_ptr, pos_ptr,
+                     embed_ptr, x_next_ptr, result_ptr, ring_ptr, ring_size, n_cols, K, n_programs, no_key,
+                     HAS_DRAFT: tl.constexpr, HAS_RESULT: tl.constexpr, HAS_RING: tl.constexpr,
+                     TICKET: tl.constexpr, BLOCK_H: tl.constexpr):
+    """A program's logits y [BLOCK_N, columns cs] voted per column into scratch (its best value, lowest row among
+    equal ones, as kernels.lm_head_argmax's ordered int64 key), then a ticket (scratch[TICKET]); the last program
+    reads and resets the winners, accepts the draft's agreeing prefix a and feeds g[a] back (pos, ring, x_next,
+    result). Shared by this module's kernel and kernels.stream_lm_head's."""
+    y = tl.where(row_mask[:, None], y, float("-inf"))
+    best = tl.max(y, axis=0)
+    row = tl.min(tl.where(y == best[None, :], rows[:, None], 2147483647), axis=0)
+    bits = best.to(tl.int32, bitcast=True)
+    ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+    key = (ordered.to(tl.int64) << 32) + (2147483647 - row).to(tl.int64)
+    tl.atomic_max(scratch_ptr + cs, key, mask=col_mask, sem="relaxed", scope="gpu")
+    tl.debug_barrier()
+    if tl.atomic_add(scratch_ptr + TICKET, 1, sem="acq_rel", scope="gpu") == n_programs - 1:
+        won = tl.atomic_xchg(scratch_ptr + cs, (cs * 0).to(tl.int64) + no_key, mask=col_mask,
+                             sem="acquire", scope="gpu")  # reads and resets
+        g = (2147483647 - (won - ((won >> 32) << 32))).to(tl.int64)
+        tl.store(scratch_ptr + TICKET, 0)
+        if HAS_DRAFT:
+            klen = tl.load(klen_ptr)
+            d = tl.load(draft_ptr + cs, mask=cs < n_cols - 1, other=-1)
+            agree = (cs < klen) & (cs < n_cols - 1) & (d == g)
+        else:
+            agree = cs < 0
+        a = tl.min(tl.where(agree, TICKET, cs), axis=0)  # the first column that disagrees
+        token = tl.sum(tl.where(cs == a, g, 0), axis=0)
+        if HAS_RESULT:
+            tl.store(result_ptr + cs, g, mask=col_mask)
+            tl.store(result_ptr + n_cols, a.to(tl.int64))
+        tl.store(token_ptr, token)
+        new_pos = tl.load(pos_ptr) + (a + 1).to(tl.int32)
+        tl.store(pos_ptr, new_pos)
+        if HAS_RING:
+            tl.store(ring_ptr + new_pos % ring_size, token)
+        h = tl.arange(0, BLOCK_H)
+        erow = embed_ptr + token * K
+        for h0 in range(0, K, BLOCK_H):
+            e = tl.load(erow + h0 + h, mask=h0 + h < K, other=0.0)
+            tl.store(x_next_ptr + h0 + h, e.to(tl.float32), mask=h0 + h < K)
+
+
 # Contract:
 #   x [n, K] fp32;  W [N, K];  norm_w [K] (HAS_NORM);  logits [n, N] fp32, fully written
 #   scratch [NC + 1] int64: NO_KEY x NC, 0 on entry and exit
@@ -54,41 +99,9 @@ def _lm_head_argmax_mma_kernel(
         acc = acc * tl.rsqrt(ssq / K + eps)[None, :]
     tl.store(logits_ptr + cs[None, :] * N + rows[:, None], acc, mask=row_mask[:, None] & col_mask[None, :])
 
-    # vote: this program's best (value, lowest row) per column, as kernels.lm_head_argmax's ordered int64 key
-    y = tl.where(row_mask[:, None], acc, float("-inf"))
-    best = tl.max(y, axis=0)
-    row = tl.min(tl.where(y == best[None, :], rows[:, None], 2147483647), axis=0)
-    bits = best.to(tl.int32, bitcast=True)
-    ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF)
-    key = (ordered.to(tl.int64) << 32) + (2147483647 - row).to(tl.int64)
-    tl.atomic_max(scratch_ptr + cs, key, mask=col_mask, sem="relaxed", scope="gpu")
-    tl.debug_barrier()
-    if tl.atomic_add(scratch_ptr + NCOL, 1, sem="acq_rel", scope="gpu") == n_programs - 1:
-        won = tl.atomic_xchg(scratch_ptr + cs, tl.zeros((NCOL,), tl.int64) + no_key, mask=col_mask,
-                             sem="acquire", scope="gpu")  # reads and resets
-        g = (2147483647 - (won - ((won >> 32) << 32))).to(tl.int64)
-        tl.store(scratch_ptr + NCOL, 0)
-        if HAS_DRAFT:
-            klen = tl.load(klen_ptr)
-            d = tl.load(draft_ptr + cs, mask=cs < n_cols - 1, other=-1)
-            agree = (cs < klen) & (cs < n_cols - 1) & (d == g)
-        else:
-            agree = cs < 0
-        a = tl.min(tl.where(agree, NCOL, cs), axis=0)  # the first column that disagrees
-        token = tl.sum(tl.where(cs == a, g, 0), axis=0)
-        if HAS_RESULT:
-            tl.store(result_ptr + cs, g, mask=col_mask)
-            tl.store(result_ptr + n_cols, a.to(tl.int64))
-        tl.store(token_ptr, token)
-        new_pos = tl.load(pos_ptr) + (a + 1).to(tl.int32)
-        tl.store(pos_ptr, new_pos)
-        if HAS_RING:
-            tl.store(ring_ptr + new_pos % ring_size, token)
-        h = tl.arange(0, BLOCK_H)
-        erow = embed_ptr + token * K
-        for h0 in range(0, K, BLOCK_H):
-            e = tl.load(erow + h0 + h, mask=h0 + h < K, other=0.0)
-            tl.store(x_next_ptr + h0 + h, e.to(tl.float32), mask=h0 + h < K)
+    vote_accept_feed(acc, rows, row_mask, cs, col_mask, scratch_ptr, draft_ptr, klen_ptr, token_ptr, pos_ptr,
+                     embed_ptr, x_next_ptr, result_ptr, ring_ptr, ring_size, n_cols, K, n_programs, no_key, HAS_DRAFT,
+                     HAS_RESULT, HAS_RING, NCOL, BLOCK_H)
 
 
 def mma_scratch(device) -> torch.Tensor:

@@ -24,7 +24,7 @@ import triton.language as tl
 from kernels._util import pdl_launch_kwargs
 from kernels.gemv_mma_cols import NC
 from kernels.lm_head_argmax import NO_KEY
-from kernels.lm_head_mma_cols import head_cols_args, lm_head_argmax_mma_ref
+from kernels.lm_head_mma_cols import head_cols_args, lm_head_argmax_mma_ref, vote_accept_feed
 from kernels.stream_gemv import stream_rmsnorm_gemv
 
 STREAM_TOKENS = 8  # columns a streamed launch takes at most (kernels.stream_gemv's staged activations)
@@ -52,40 +52,9 @@ def _logits_argmax_kernel(
         tl.extra.cuda.gdc_launch_dependents()
     y = tl.load(logits_ptr + cs[None, :] * N + rows[:, None], mask=row_mask[:, None] & col_mask[None, :],
                 other=float("-inf"))
-    # vote: this program's best (value, lowest row) per column, as kernels.lm_head_argmax's ordered int64 key
-    best = tl.max(y, axis=0)
-    row = tl.min(tl.where((y == best[None, :]) & row_mask[:, None], rows[:, None], 2147483647), axis=0)
-    bits = best.to(tl.int32, bitcast=True)
-    ordered = bits ^ ((bits >> 31) & 0x7FFFFFFF)
-    key = (ordered.to(tl.int64) << 32) + (2147483647 - row).to(tl.int64)
-    tl.atomic_max(scratch_ptr + cs, key, mask=col_mask, sem="relaxed", scope="gpu")
-    tl.debug_barrier()
-    if tl.atomic_add(scratch_ptr + TICKET, 1, sem="acq_rel", scope="gpu") == n_programs - 1:
-        won = tl.atomic_xchg(scratch_ptr + cs, tl.zeros((NCOL,), tl.int64) + no_key, mask=col_mask,
-                             sem="acquire", scope="gpu")  # reads and resets
-        g = (2147483647 - (won - ((won >> 32) << 32))).to(tl.int64)
-        tl.store(scratch_ptr + TICKET, 0)
-        if HAS_DRAFT:
-            klen = tl.load(klen_ptr)
-            d = tl.load(draft_ptr + cs, mask=cs < n_cols - 1, other=-1)
-            agree = (cs < klen) & (cs < n_cols - 1) & (d == g)
-        else:
-            agree = cs < 0
-        a = tl.min(tl.where(agree, NCOL, cs), axis=0)  # the first column that disagrees
-        token = tl.sum(tl.where(cs == a, g, 0), axis=0)
-        if HAS_RESULT:
-            tl.store(result_ptr + cs, g, mask=col_mask)
-            tl.store(result_ptr + n_cols, a.to(tl.int64))
-        tl.store(token_ptr, token)
-        new_pos = tl.load(pos_ptr) + (a + 1).to(tl.int32)
-        tl.store(pos_ptr, new_pos)
-        if HAS_RING:
-            tl.store(ring_ptr + new_pos % ring_size, token)
-        h = tl.arange(0, BLOCK_H)
-        erow = embed_ptr + token * K
-        for h0 in range(0, K, BLOCK_H):
-            e = tl.load(erow + h0 + h, mask=h0 + h < K, other=0.0)
-            tl.store(x_next_ptr + h0 + h, e.to(tl.float32), mask=h0 + h < K)
+    vote_accept_feed(y, rows, row_mask, cs, col_mask, scratch_ptr, draft_ptr, klen_ptr, token_ptr, pos_ptr, embed_ptr,
+                     x_next_ptr, result_ptr, ring_ptr, ring_size, n_cols, K, n_programs, no_key, HAS_DRAFT,
+                     HAS_RESULT, HAS_RING, TICKET, BLOCK_H)
 
 
 def stream_lm_head_argmax(
