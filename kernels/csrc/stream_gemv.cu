@@ -353,6 +353,30 @@ __device__ __forceinline__ uint2 b_frag(const u32* xb, int b, int col, int lane,
   const int t = 2 * b + (lane >> 4), lt = lane & 15;
   return lt < 12 && t < NTOK ? *(const uint2*)(xb + t * xtok + (col >> 4) * XB + lt * 2) : make_uint2(0u, 0u);
 }
+// A warp's MMA accumulators of a 16-row tile (NBLK n-blocks, two chains each) -> its partial sums: token t's row
+// r0 + i at acc[t * tok_stride + (r0 + i) * NWARP + warp], rows from nr on skipped. Lane 4i (4i + 2) holds MMA
+// columns 0-1 (4-5): token 2b's (2b + 1's) hi and mid parts of rows i and i + 8; lane 4i + 1 (4i + 3) column 2
+// (6): its lo part.
+__device__ __forceinline__ void store_partials(const float (&d)[NBLK][8], float* acc, int tok_stride, int r0, int nr,
+                                               int warp, int lane) {
+#pragma unroll
+  for (int b = 0; b < NBLK; ++b) {
+    const float c0 = d[b][0] + d[b][4], c2 = d[b][2] + d[b][6];
+    const float t0 = __shfl_down_sync(0xffffffffu, c0, 1), t2 = __shfl_down_sync(0xffffffffu, c2, 1);
+    const int t = 2 * b + ((lane >> 1) & 1);
+    if ((lane & 1) == 0 && t < NTOK) {
+      float* at = acc + t * tok_stride;
+      const int r = r0 + (lane >> 2);
+      if (r < nr) at[r * NWARP + warp] = (d[b][0] + d[b][1]) + (d[b][4] + d[b][5]) + t0;
+      if (r + 8 < nr) at[(r + 8) * NWARP + warp] = (d[b][2] + d[b][3]) + (d[b][6] + d[b][7]) + t2;
+    }
+  }
+}
+// The sum of a row's NWARP = 8 partial sums at `at`, in a fixed tree.
+__device__ __forceinline__ float sum8(const float* at) {
+  const float4 p = *(const float4*)at, q = *(const float4*)(at + 4);
+  return ((p.x + p.y) + (p.z + p.w)) + ((q.x + q.y) + (q.z + q.w));
+}
 template <int KC, int NORM_KIND>
 __device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const unsigned char* ring, u64* full,
                                                 u64* empty, float* acc, u32* xb, float* red, float eps,
@@ -407,30 +431,14 @@ __device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const u
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
     }
-    // lane 4i (4i + 2) holds MMA columns 0-1 (4-5): token 2b's (2b + 1's) hi and mid parts of rows g + i and
-    // g + i + 8; lane 4i + 1 (4i + 3) column 2 (6): its lo part
-#pragma unroll
-    for (int b = 0; b < NBLK; ++b) {
-      const float c0 = d[b][0] + d[b][4], c2 = d[b][2] + d[b][6];
-      const float t0 = __shfl_down_sync(0xffffffffu, c0, 1), t2 = __shfl_down_sync(0xffffffffu, c2, 1);
-      const int t = 2 * b + ((lane >> 1) & 1);
-      if ((lane & 1) == 0 && t < NTOK) {
-        float* at = acc + t * SUMS;
-        const int r = g + (lane >> 2);
-        if (r < nr) at[r * NWARP + warp] = (d[b][0] + d[b][1]) + (d[b][4] + d[b][5]) + t0;
-        if (r + 8 < nr) at[(r + 8) * NWARP + warp] = (d[b][2] + d[b][3]) + (d[b][6] + d[b][7]) + t2;
-      }
-    }
+    store_partials(d, acc, SUMS, g, nr, warp, lane);
   }
   consumers_sync();
 #pragma unroll
   for (int t = 0; t < NTOK; ++t) {
     const float* at = acc + t * SUMS;
     for (int r = tid; r < nu; r += NCONSUMER) {
-      const float4 p = *(const float4*)(at + r * NWARP), q = *(const float4*)(at + r * NWARP + 4);
-      const float y = ((p.x + p.y) + (p.z + p.w)) + ((q.x + q.y) + (q.z + q.w));
-      const float4 e = *(const float4*)(at + (nu + r) * NWARP), f = *(const float4*)(at + (nu + r) * NWARP + 4);
-      const float u = ((e.x + e.y) + (e.z + e.w)) + ((f.x + f.y) + (f.z + f.w));
+      const float y = sum8(at + r * NWARP), u = sum8(at + (nu + r) * NWARP);
       const float gt = y * rstd[t];
       ph.out[(size_t)t * ph.units + u0 + r] = gt / (1.f + __expf(-gt)) * (u * rstd[t]);
     }
@@ -639,26 +647,12 @@ __device__ __forceinline__ void consume_mma(const Phase& ph, int& s, const unsig
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
     }
-    // the tile's partial sums (gate/up's lanes: columns 0-2 token 2b, 4-6 token 2b + 1), then their sums
-#pragma unroll
-    for (int b = 0; b < NBLK; ++b) {
-      const float c0 = d[b][0] + d[b][4], c2 = d[b][2] + d[b][6];
-      const float t0 = __shfl_down_sync(0xffffffffu, c0, 1), t2 = __shfl_down_sync(0xffffffffu, c2, 1);
-      const int t = 2 * b + ((lane >> 1) & 1);
-      if ((lane & 1) == 0 && t < NTOK) {
-        float* at = acc + t * MT * NWARP;
-        const int r = lane >> 2;
-        at[r * NWARP + warp] = (d[b][0] + d[b][1]) + (d[b][4] + d[b][5]) + t0;
-        at[(r + 8) * NWARP + warp] = (d[b][2] + d[b][3]) + (d[b][6] + d[b][7]) + t2;
-      }
-    }
+    store_partials(d, acc, MT * NWARP, 0, MT, warp, lane);  // the tile's partial sums, then their sums
     consumers_sync();
     for (int i = tid; i < NTOK * MT; i += NCONSUMER) {
       const int t = i / MT, r = i % MT, row = u0 + g + r;
       if (g + r >= nu) continue;
-      const float* at = acc + t * MT * NWARP + r * NWARP;
-      const float4 p = *(const float4*)at, q = *(const float4*)(at + 4);
-      const float y = ((p.x + p.y) + (p.z + p.w)) + ((q.x + q.y) + (q.z + q.w));
+      const float y = sum8(acc + t * MT * NWARP + r * NWARP);
       float rs = 1.f;
 #pragma unroll
       for (int tt = 0; tt < NTOK; ++tt)
