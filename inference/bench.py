@@ -189,6 +189,12 @@ def main(argv=None) -> int:
                    help="verify: the speculation's GEMV families to time (comma-separated; those this model and GPU "
                         "run)")
     args = p.parse_args(argv)
+    if args.workload == "verify":
+        from .speculative.fast_verify import GEMVS
+
+        families = [f for f in args.families.split(",") if f]
+        if not families or set(families) - set(GEMVS):
+            p.error(f"--families takes a comma-separated list of {', '.join(GEMVS)}, not {args.families!r}")
     if args.workload == "edit":
         return _edit(args)
     formats = [w for w in args.weights.split(",") if w]

@@ -1,0 +1,20 @@
+"""Spec for `python -m inference.bench`'s arguments: bad ones are refused before any work starts (no checkpoint
+written, no GPU needed)."""
+
+import pytest
+
+from inference.bench import main
+
+
+def test_an_unknown_verify_family_is_one_clear_error(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--workload", "verify", "--families", "overlap,bogus"])
+    assert e.value.code == 2
+    assert "--families takes a comma-separated list of triton, mma, cols, overlap, not 'overlap,bogus'" in \
+        capsys.readouterr().err
+
+
+def test_an_empty_family_list_is_refused_too(capsys):
+    with pytest.raises(SystemExit):
+        main(["--workload", "verify", "--families", ","])
+    assert "--families takes" in capsys.readouterr().err
