@@ -74,7 +74,9 @@ def config_for(mode: str, n: int, k: int, ncols: int = 1) -> Config:
     small weights (lab.probe_cols_gemv --same-bits, 135M model, H200, us at 2 / 4 / 8 columns): o_proj and
     down_proj one column per CTA up to 4 columns (down 2.99 -> 2.36, 3.35 -> 2.86) and two rows per warp past
     that (down 4.28 -> 4.02 at 8); gate/up two row pairs per warp past 4 columns (5.89 -> 4.82 at 8); QKV four
-    rows per warp and up to 4 columns per CTA past 4 columns (3.18 -> 3.03 at 8)."""
+    rows per warp and up to 4 columns per CTA past 4 columns (3.18 -> 3.03 at 8); past 8 columns a small o_proj
+    (K <= 1,024) eight rows per warp and four warps (the 135M o_proj at 16 columns 4.72 -> 4.36 us; at 8 columns
+    3.16 vs 3.55: lab.probe_cols_gemv --same-bits --columns 8,16, H200, 2026-11-26 fifteenth session)."""
     small = (2 * n if mode == "gate_up" else n) * k * 2 <= SMALL
     cg = 2 if small and mode != "lm_head" else 16
     wide = small and ncols > 4
@@ -83,6 +85,8 @@ def config_for(mode: str, n: int, k: int, ncols: int = 1) -> Config:
     if mode == "residual":
         if k >= 4096:
             return Config(R=2, WK=2, NW=8, U=4, CG=cg)
+        if small and k <= 1024 and ncols > 8:  # o_proj of the 16-column verify step
+            return Config(R=8, WK=2, NW=4, U=4, CG=1)
         return Config(R=2 if wide else 1, WK=2, NW=8, U=4, CG=1 if small and ncols > 1 else cg)
     if mode == "lm_head":
         return Config(R=4, WK=1, NW=8, U=4)
@@ -92,8 +96,12 @@ def config_for(mode: str, n: int, k: int, ncols: int = 1) -> Config:
 def bits_key(mode: str, cfg: Config) -> tuple:
     """What sets a column's bits in the CUDA-core kernel: WK (a lane's chunks in order, the shuffle tree, the WK
     partials in order) and, where the mode normalizes (all but residual), NW (the sum of squares over NW * 32
-    threads, then the warps in order). R, U and CG do not: configs of one key give the same bits."""
-    return ("mma", cfg) if cfg.mma else (cfg.WK,) if mode == "residual" else (cfg.WK, cfg.NW)
+    threads, then the warps in order). R, U and CG do not: configs of one key give the same bits. The tensor-core
+    kernel: WK and SK (which warp and CTA add which steps, then the partials in order); its norm's sum of squares
+    is added in an order fixed by K, its chains take their steps in order whatever R and U."""
+    if cfg.mma:  # a chain's steps in order whatever the batch (U) or tiles per warp (R); the norm's sum fixed by K
+        return ("mma", cfg.WK, cfg.SK)
+    return (cfg.WK,) if mode == "residual" else (cfg.WK, cfg.NW)
 
 
 def default_config(mode: str, n: int, k: int, dtype: torch.dtype, ncols: int = 1) -> Config:
@@ -106,7 +114,7 @@ def default_config(mode: str, n: int, k: int, dtype: torch.dtype, ncols: int = 1
     column, 4.1-4.6 vs 3.1 at 8). A function of the weight only, so a plain step and a verify step of a weight
     compute the same bits (the column count picks within a bits_key)."""
     if mode == "lm_head" and dtype == torch.bfloat16 and mma_fits(k) and k % 1024:
-        return mma_config_for(mode, n, k)
+        return mma_config_for(mode, n, k, ncols)
     return config_for(mode, n, k, ncols)
 
 
@@ -126,17 +134,19 @@ def mma_fits(k: int, sk: int = 1) -> bool:
     return mma_smem(k, sk) <= SMEM_CAP
 
 
-def mma_config_for(mode: str, n: int, k: int) -> Config:
+def mma_config_for(mode: str, n: int, k: int, ncols: int = 1) -> Config:
     """The tensor-core kernel's rule (n = I for gate/up): a 16-row tile per warp. Many tiles (the LM head): a warp
     per tile over all of K, 8 warps a CTA, 2 steps per batch (registers for two CTAs an SM; lab.probe_cols_gemv:
     at 1 column as fast as the CUDA-core kernel, 25 vs 54 us at 8 on the 135M model, H200). Few tiles: SK CTAs
     of a cluster split K until there are >= 128 CTAs (16 rows a CTA would leave most SMs idle: the 135M down_proj
     took 6.4 vs 3.8 us on 36 CTAs, Nsight Compute), and the warps of a CTA split its steps, about 2 each (small
-    weights are latency-bound: every load in flight at once)."""
+    weights are latency-bound: every load in flight at once). ncols picks within the bits_key: the LM head past 8
+    columns (two CTAs read each tile, one per 8 columns) two tiles a warp (the 135M model at 16 columns 46.1 ->
+    41.9 us; at 8 columns 25.3 vs 30.9: lab.probe_cols_gemv --sweep --columns 8,16, H200)."""
     tiles, steps = -(-n // 16), -(-k // 32)
     if tiles >= 1024:
         assert mma_fits(k), f"K={k}: the tensor-core column GEMV stages 56 K bytes (<= {SMEM_CAP})"
-        return Config(R=1, WK=1, NW=8, U=2, mma=True)
+        return Config(R=2 if ncols > 8 else 1, WK=1, NW=8, U=2, mma=True)
     sk = 1
     while sk < 8 and tiles * sk < 128 and steps // (2 * sk) >= 2:
         sk *= 2

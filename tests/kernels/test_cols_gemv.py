@@ -72,6 +72,10 @@ def test_what_sets_a_columns_bits_is_a_function_of_the_weight_never_of_the_colum
         assert len(keys) == 1, (mode, n, k, keys)
     assert config_for("gate_up", 1536, 576, 8).R == 2 and config_for("residual", 576, 1536, 2).CG == 1
     assert config_for("gate_up", 8960, 1536, 8) == config_for("gate_up", 8960, 1536)  # big weights: one config
+    assert config_for("residual", 576, 576, 16).R == 8 and config_for("residual", 576, 576, 8).R == 2  # o_proj
+    for n, k in [(49152, 576), (151936, 896)]:  # the bf16 LM heads on tensor cores: two tiles a warp past 8 columns
+        heads = [default_config("lm_head", n, k, torch.bfloat16, c) for c in range(1, 17)]
+        assert len({bits_key("lm_head", c) for c in heads}) == 1 and {c.R for c in heads} == {1, 2}
 
 
 def test_the_bits_key_holds_what_orders_a_columns_sums():
@@ -230,6 +234,29 @@ def test_cols_lm_head_argmax_one_column_is_the_plain_greedy_step(family, gen):
         assert torch.equal(logits, logits8[c])
         assert int(token) == int(logits8[c].argmax()) and int(pos) == 11 + c and int(ring[(11 + c) % 8]) == int(token)
         assert torch.equal(x, embed[int(token)].float())
+
+
+@pytest.mark.gpu
+@HOPPER
+def test_the_default_lm_head_gives_a_column_the_same_logits_alone_and_among_16(gen):
+    """The launchers' own config per column count (two tiles a warp past 8 columns on tensor cores): a verify
+    step's 16 columns get the logits and argmax their plain steps do."""
+    v, k = 49152, 576
+    w, embed, norm_w = lm_head_case(gen, v, k)
+    x16 = columns(16, k, gen)
+    logits16, result = poisoned(16, v), torch.zeros(17, dtype=torch.int64, device=DEVICE)
+    scratch = mma_scratch(DEVICE)
+    cols_lm_head_argmax(x16, w, logits16, torch.zeros(1, dtype=torch.int64, device=DEVICE),
+                        torch.zeros(1, dtype=torch.int32, device=DEVICE), embed, scratch, norm_w, 1e-6,
+                        draft=torch.zeros(15, dtype=torch.int64, device=DEVICE),
+                        klen=torch.zeros(1, dtype=torch.int64, device=DEVICE), x_next=poisoned(k), result=result)
+    for c in range(16):
+        logits, token = poisoned(v), torch.zeros(1, dtype=torch.int64, device=DEVICE)
+        cols_lm_head_argmax(x16[c].clone(), w, logits, token, torch.zeros(1, dtype=torch.int32, device=DEVICE),
+                            embed, scratch, norm_w, 1e-6)
+        assert torch.equal(logits, logits16[c]), c
+        assert int(token) == int(logits16[c].argmax())
+    assert int(result[0]) == int(logits16[0].argmax())
 
 
 @pytest.mark.gpu
