@@ -171,6 +171,8 @@ class FastVerifier:
         w, pdl, eps = self.w, self.pdl, self.cfg.rms_norm_eps
         X, qkv, attn, h = self.X[:kc], self.qkv[:kc], self.attn[:kc], self.h[:kc]
         draft, klen, result = self.dev_in[slot][:-1], self.dev_in[slot][-1:], self.result[slot][kc]
+        if self.cuda and torch.cuda.is_current_stream_capturing():  # the draft's copy is the graph's first node
+            self.dev_in[slot].copy_(self.host_in[slot], non_blocking=True)
         embed_cols(self.x, draft, w.embed, X)  # X[0] = x, X[c] = embed[draft[c - 1]]: one launch
         g = None if self.group is None or kc % min(self.group, kc) else self.group
         if self.gemv in ("mma", "cols"):
@@ -205,16 +207,18 @@ class FastVerifier:
                                 self.pos, w.embed, self.x, result, norm_w=w.norm, eps=eps, pdl=pdl,
                                 tuning=self.tuning, group=g)
 
-    def load(self, draft: list[int], slot: int = 0) -> int:
+    def load(self, draft: list[int], slot: int = 0, copy: bool = True) -> int:
         """Put `draft` into the slot's verify step inputs (padded to its bucket); returns the bucket. The
-        slot's previous launch must have been finished (its copy reads the same pinned memory)."""
+        slot's previous launch must have been finished (its copy reads the same pinned memory). copy=False: into
+        the pinned host memory only (a graph's replay copies it: one call less on the host per verify step)."""
         k = len(draft)
         assert 1 <= k < self.width, f"a draft of 1..{self.width - 1} tokens, not {k}"
         h = self.host_np[slot]
         h[:k] = draft
         h[k:-1] = draft[-1]
         h[-1] = k
-        self.dev_in[slot].copy_(self.host_in[slot], non_blocking=self.cuda)
+        if copy:
+            self.dev_in[slot].copy_(self.host_in[slot], non_blocking=self.cuda)
         return self.bucket(k)
 
     def _result(self, kc: int, slot: int = 0) -> list[int]:
@@ -243,7 +247,7 @@ class FastVerifier:
         pos: where it starts at the latest (the host's count), to pick the attention's split programs."""
         kc = self.bucket(len(draft))
         graph = self.graph_at(kc, pos, slot)
-        self.load(draft, slot)
+        self.load(draft, slot, copy=False)
         graph.replay()
         self.done[slot].record()
         return kc
@@ -264,6 +268,7 @@ class FastVerifier:
         if (slot, kc, few) not in self.graphs:
             saved = (self.token.clone(), self.pos.clone(), self.x.clone())
             self.dev_in[slot][-1:].zero_()  # klen 0: no draft counts during the warm-up
+            self.host_np[slot][-1] = 0  # (nor in the capture's copy, should it run)
             stream = torch.cuda.Stream()
             stream.wait_stream(torch.cuda.current_stream())
             with torch.cuda.stream(stream):
