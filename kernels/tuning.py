@@ -84,6 +84,9 @@ class Tuning:
     stream_head: bool = knob(True, "a speculating run's plain steps stream the greedy LM head's logits "
                              "(kernels.stream_lm_head), so its verify steps stream k tokens' (1.5B verify 8: 2619 -> "
                              "2409 us, H100)", "PERF.md: Streamed down_proj")
+    qkv_mma: bool = knob(False, "a speculating run's streamed QKV on tensor cores too (rmsnorm_gemv_mma, the LM "
+                         "head's loop): off, its plain steps lose what its verify steps gain (1.5B, H200: plain step "
+                         "1117 -> 1140 us, verify 8 1981 -> 1927)", "PERF.md: Streamed down_proj")
     head_mma: bool = knob(True, "that streamed LM head runs on tensor cores (kernels.stream_gemv's "
                           "rmsnorm_gemv_mma; 1.5B verify 8: 2453 -> 2260 us, H100)", "PERF.md: Streamed down_proj")
     down_budget: int = knob(220 << 10, "the streamed down_proj's ring (1.5B, H100: plain step 1394 us, verify 8 "

@@ -251,8 +251,10 @@ def _layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, att
     streamed = overlap and t.streams_qkv_gate_up(cfg.hidden_size)  # QKV and gate/up stream too
     c = t.stream_carveout if streamed else None
     workspace, attention = _attention(t, attention_mode, attention_kind, overlap, c)
+    speculating = streamed and attention_kind == "triton"  # a speculating run's plain steps (the rows' whys)
     if streamed:
-        qkv = launch("stream_rmsnorm_gemv", budget=t.qkv_budget, early=True, carveout=c)
+        qkv = launch("stream_rmsnorm_gemv", budget=t.qkv_budget, early=True, carveout=c,
+                     **({"mma": True} if speculating and t.qkv_mma else {}))
         gate_up = launch("stream_gate_up_silu", budget=t.gate_up_budget, carveout=c,
                          skew=t.skew_for(cfg.intermediate_size, target.sms))
     else:
@@ -263,7 +265,6 @@ def _layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str, att
         o_proj = launch("stream_gemv_residual", budget=t.o_budget, early=streamed, carveout=c, l2_prefetch=head)
     else:
         o_proj = launch("gemv_residual", tuning=t)
-    speculating = streamed and attention_kind == "triton"  # a speculating run's plain steps (the rows' whys)
     if speculating and t.stream_down:
         ahead = Prefetch("next_span", t.down_l2_prefetch) if t.down_l2_prefetch else ()
         down = launch("stream_gemv_residual", ring=True, budget=t.down_budget, carveout=c, l2_prefetch=ahead)

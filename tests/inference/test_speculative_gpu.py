@@ -20,7 +20,8 @@ REPEATING = [random.Random(1).randrange(10, 1000) for _ in range(40)] * 4
 def engine_for(tmp_path_factory, shape, dtype, layers=4, gemv="triton"):
     """An engine on a random-weight checkpoint whose plain steps run the speculation's kernels of GEMV family
     `gemv` (asked for as the engine's GEMVs; "overlap+down": the streamed family with down_proj streamed too, the
-    row's stream_down; "+mma": the LM head on tensor cores, head_mma), so that its plain runs are the twins of its speculating ones."""
+    row's stream_down; "+mma": the LM head on tensor cores, head_mma; "+qkv": QKV too, qkv_mma), so that its plain runs
+    are the twins of its speculating ones."""
     from dataclasses import replace
 
     from inference.engine import Engine
@@ -32,7 +33,8 @@ def engine_for(tmp_path_factory, shape, dtype, layers=4, gemv="triton"):
     e.draft_config = DraftConfig(min_match=1, max_backoff=0, cost_aware=False)  # verify at every chance
     family, *opts = gemv.split("+")
     row = e.runner.tuning.with_gemv_family(family)
-    e.runner.use_tuning(replace(row, stream_down="down" in opts, head_mma="mma" in opts), "triton", family)
+    e.runner.use_tuning(replace(row, stream_down="down" in opts, head_mma="mma" in opts, qkv_mma="qkv" in opts),
+                        "triton", family)
     assert e.runner.speculative_kernels == ("triton", family)
     assert (e.runner.plan.at(0).down.kernel == "stream_gemv_residual") == ("down" in opts)
     return e
@@ -53,7 +55,8 @@ def run(engine, ids, **kw):
                                         ("qwen3-1.7b", "triton"), ("llama-3.2-1b", "mma"),
                                         ("qwen2.5-coder-1.5b", "cols"), ("qwen3-1.7b", "cols"), ("llama-3.2-1b", "cols"),
                                         ("qwen2.5-coder-1.5b", "overlap"), ("qwen2.5-coder-1.5b", "overlap+down"),
-                                        ("qwen2.5-coder-1.5b", "overlap+down+mma")])
+                                        ("qwen2.5-coder-1.5b", "overlap+down+mma"),
+                                        ("qwen2.5-coder-1.5b", "overlap+down+mma+qkv")])
 def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_path_factory, shape, gemv):
     dtype = "bfloat16"
     e = engine_for(tmp_path_factory, shape, dtype, layers=2, gemv=gemv)
@@ -71,7 +74,8 @@ def test_speculative_greedy_equals_plain_greedy_on_the_speculation_kernels(tmp_p
 @pytest.mark.parametrize("shape,gemv", [("qwen2.5-coder-1.5b", "triton"), ("qwen2.5-coder-1.5b", "mma"),
                                         ("qwen3-1.7b", "mma"), ("qwen2.5-coder-1.5b", "cols"), ("qwen3-1.7b", "cols"),
                                         ("qwen2.5-coder-1.5b", "overlap"), ("qwen2.5-coder-1.5b", "overlap+down"),
-                                        ("qwen2.5-coder-1.5b", "overlap+down+mma")])
+                                        ("qwen2.5-coder-1.5b", "overlap+down+mma"),
+                                        ("qwen2.5-coder-1.5b", "overlap+down+mma+qkv")])
 def test_a_verify_step_computes_the_plain_steps_logits_and_cache_rows_bit_for_bit(tmp_path_factory, shape, gemv):
     from inference.sampling import SamplingParams
     from inference.speculative.fast_verify import BUCKETS
