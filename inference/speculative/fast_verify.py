@@ -36,7 +36,6 @@ does not speculate). `run_eager` launches the same kernels without a graph (CPU 
 
 from __future__ import annotations
 
-import time
 from functools import partial
 
 import torch
@@ -265,8 +264,8 @@ class FastVerifier:
         """Wait for the slot's verify step launched last (bucket kc) and read its result."""
         if self.poll:
             count = self.result_np[slot][kc]
-            while count[-1] < 0:  # as the engine polls a plain step's token: other threads keep the GIL's turns
-                time.sleep(0)
+            while count[-1] < 0:  # a busy poll: time.sleep(0) here cost ~40 us a verify step (Linux timer slack)
+                pass
         else:
             self.done[slot].synchronize()
         return self._result(kc, slot)

@@ -4,7 +4,8 @@
 # 8 columns) and the verify step's draft copied by its graph: their GPU tests, lab.probe_verify_host (the host's
 # side of a verify step), then before ($BEFORE) and now in one call: the verify bench and the edit workload
 # (speculation off and on, best of 3 per prompt) on the default model.
-# Usage: OUT=... BUDGET=540 bash scripts/gpu/s15d.sh   logs: $OUT/s15d/ (and $OUT/logs.tgz)
+# Usage: OUT=... BUDGET=540 [TESTS=0] [KTESTS_K=...] [SPEC_K=...] [HOST_WIDTHS="8 16"] [AGAIN=1] bash scripts/gpu/s15d.sh
+#   logs: $OUT/s15d/ (and $OUT/logs.tgz)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/lib.sh
@@ -13,10 +14,12 @@ step join 60 bash scripts/gpu/model.sh join
 export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
 ab_setup
 if [ "${TESTS:-1}" = 1 ]; then
-  step kernel-tests 120 "${now[@]}" python3 -m pytest "${PYTEST[@]}" -m gpu tests/kernels/test_cols_gemv.py
-  step spec-tests 240 "${now[@]}" python3 -m pytest "${PYTEST[@]}" -x tests/inference/test_speculative_gpu.py
+  step kernel-tests 120 "${now[@]}" python3 -m pytest "${PYTEST[@]}" -m gpu tests/kernels/test_cols_gemv.py \
+    ${KTESTS_K:+-k "$KTESTS_K"}
+  step spec-tests 240 "${now[@]}" python3 -m pytest "${PYTEST[@]}" -x tests/inference/test_speculative_gpu.py \
+    ${SPEC_K:+-k "$SPEC_K"}
 fi
-for w in 8 16; do step "host-$w" 60 "${now[@]}" python3 -m lab.probe_verify_host --model "$MODEL" --width $w; done
+for w in ${HOST_WIDTHS-8 16}; do step "host-$w" 60 "${now[@]}" python3 -m lab.probe_verify_host --model "$MODEL" --width $w; done
 for t in before now; do
   eval "pre=(\"\${$t[@]}\")"
   step "verify-$t" 60 "${pre[@]}" python3 -m inference.bench --workload verify --model "$MODEL" --families cols
