@@ -87,8 +87,7 @@ def main(argv=None):
     runner.pos.fill_(pos)
     device_us = replay_us(graph, args.iters)  # the same graph's device time
     print(f"{args.model or args.shape + ' (random weights)'}, {torch.cuda.get_device_name()}, verify step of {kc} "
-          f"columns at context {args.context}: device {device_us:.1f} us per replay (back to back); the verifier "
-          f"{'polls the result' if v.poll else 'waits on an event'}")
+          f"columns at context {args.context}: device {device_us:.1f} us per replay (back to back)")
     print("| phase | host us (median) |")
     print("|---|---:|")
     for k, xs in phases.items():

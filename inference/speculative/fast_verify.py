@@ -131,11 +131,6 @@ class FastVerifier:
         # few_splits: the same bits, faster there; slower past it): launch() picks the graph by position
         self.few_rows = few_split_rows(attention_config(cfg.head_dim, cache.k[0].dtype))
         self.done = [torch.cuda.Event() if self.cuda else None for _ in range(SLOTS)]  # after each launch
-        # The column GEMVs' LM head writes its result's count last, fenced (kernels/csrc/cols_common.cuh): the host
-        # polls it instead of recording and waiting on an event (7-15 us less on the host per verify step on the
-        # H200 machine, lab.probe_verify_host); the other families' heads are waited for with the event.
-        self.poll = self.cuda and gemv == "cols"
-        self.result_np = [{kc: r.numpy() for kc, r in res.items()} for res in self.result]
 
     @classmethod
     def for_runner(cls, runner, buckets=BUCKETS) -> "FastVerifier":
@@ -253,21 +248,13 @@ class FastVerifier:
         kc = self.bucket(len(draft))
         graph = self.graph_at(kc, pos, slot)
         self.load(draft, slot, copy=False)
-        if self.poll:
-            self.result_np[slot][kc][-1] = -1  # until the head writes the count
         graph.replay()
-        if not self.poll:
-            self.done[slot].record()
+        self.done[slot].record()
         return kc
 
     def finish(self, kc: int, slot: int = 0) -> list[int]:
         """Wait for the slot's verify step launched last (bucket kc) and read its result."""
-        if self.poll:
-            count = self.result_np[slot][kc]
-            while count[-1] < 0:  # a busy poll: time.sleep(0) here cost ~40 us a verify step (Linux timer slack)
-                pass
-        else:
-            self.done[slot].synchronize()
+        self.done[slot].synchronize()
         return self._result(kc, slot)
 
     def graph_at(self, kc: int, pos: int | None, slot: int = 0) -> torch.cuda.CUDAGraph:

@@ -20,8 +20,7 @@ __device__ __forceinline__ long long argmax_key(float v, int row) {
 
 #if MODE == 3
 // After each CTA's atomicMax of its per-column best into scratch[0..NC): the last CTA to finish (a ticket in
-// scratch[NC]) takes the winners, resets the votes and the ticket, and accepts / feeds the token. Its result (host
-// memory) gets the count last, after a system-scope fence: a host that reads the count >= 0 reads every token.
+// scratch[NC]) takes the winners, resets the votes and the ticket, and accepts / feeds the token.
 __device__ __forceinline__ void cols_head_finish(const Params& prm, int tid) {
   __shared__ int last_s;
   __shared__ long long token_s;
@@ -41,6 +40,7 @@ __device__ __forceinline__ void cols_head_finish(const Params& prm, int tid) {
     const long long g = 2147483647LL - (won & 0xFFFFFFFFLL);
     g_s[tid] = g;
     agree_s[tid] = prm.draft && tid < prm.ncols - 1 && tid < *prm.klen && prm.draft[tid] == g;
+    if (prm.result) prm.result[tid] = g;
   }
   __syncthreads();
   if (tid == 0) {  // accept the agreeing prefix, feed its token
@@ -48,11 +48,7 @@ __device__ __forceinline__ void cols_head_finish(const Params& prm, int tid) {
     int a = 0;
     while (a < prm.ncols - 1 && agree_s[a]) ++a;
     const long long token = g_s[a];
-    if (prm.result) {  // host memory: the tokens, then (fenced) the count, which the host may poll for
-      for (int c = 0; c < prm.ncols; ++c) prm.result[c] = g_s[c];
-      __threadfence_system();
-      prm.result[prm.ncols] = a;
-    }
+    if (prm.result) prm.result[prm.ncols] = a;
     *prm.token = token;
     const int new_pos = *prm.pos + a + 1;
     *prm.pos = new_pos;
