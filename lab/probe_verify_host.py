@@ -62,7 +62,7 @@ def main(argv=None):
         t3 = clock()
         v.done[0].synchronize()
         t4 = clock()
-        v._result(kc, 0)
+        v.result[0][kc].tolist()
         t5 = clock()
         v.load(draft, 0)  # with the separate copy (the decode loop's before this session)
         t6 = clock()
