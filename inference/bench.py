@@ -185,6 +185,8 @@ def main(argv=None) -> int:
     p.add_argument("--workload", choices=["decode", "edit", "verify"], default="decode",
                    help="decode (default); edit: code-edit prompts, speculation off and on (inference.speculative.bench; "
                         "CPU too); verify: the speculative verify step's cost vs a one-token step")
+    p.add_argument("--draft", default="", help="edit: the drafter's settings as DraftConfig overrides, "
+                   "field=value,... (e.g. lag=1,short_draft=5); the defaults if empty")
     p.add_argument("--families", default="triton,mma,cols,overlap",
                    help="verify: the speculation's GEMV families to time (comma-separated; those this model and GPU "
                         "run)")
@@ -196,7 +198,13 @@ def main(argv=None) -> int:
         if not families or set(families) - set(GEMVS):
             p.error(f"--families takes a comma-separated list of {', '.join(GEMVS)}, not {args.families!r}")
     if args.workload == "edit":
-        return _edit(args)
+        from .speculative import DraftConfig
+
+        try:
+            draft = DraftConfig.parse(args.draft)
+        except ValueError as e:
+            p.error(f"--draft: {e}")
+        return _edit(args, draft)
     formats = [w for w in args.weights.split(",") if w]
     if not formats or any(w not in WEIGHTS for w in formats):
         p.error(f"--weights takes a comma-separated list of {', '.join(WEIGHTS)}, not {args.weights!r}")
@@ -295,8 +303,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def _edit(args) -> int:
-    """--workload edit: inference.speculative.bench on a real model (--model), speculation off and on."""
+def _edit(args, draft) -> int:
+    """--workload edit: inference.speculative.bench on a real model (--model), speculation off and on, the drafter's
+    settings `draft` (a DraftConfig)."""
     from .engine import Engine
     from .speculative.bench import edit_main
 
@@ -307,7 +316,8 @@ def _edit(args) -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     kernels = kernel_choice(args) if device == "cuda" else {}
     engine = Engine.from_pretrained(args.model, device=device, max_context=4096, **kernels)
-    print(f"loaded: {engine.info}", file=sys.stderr)
+    engine.draft_config = draft
+    print(f"loaded: {engine.info}; drafter: {draft}", file=sys.stderr)
     result = edit_main(args, engine)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, default=str))

@@ -249,7 +249,8 @@ class Engine:
         if spec:
             drafter = PromptLookupDrafter(ids, self.draft_config)
             source = speculative_tokens(self.runner, _on_host(first), drafter, params.max_tokens, _read_token, spec_stats,
-                                        lambda: _is_set(cancel), _lag(self.runner.device))
+                                        lambda: _is_set(cancel), _lag(self.runner.device),
+                                        read_last=lambda token: _read_token(token, self.runner.device))
         else:
             timer.push(first)
             source = self._plain_tokens(params.max_tokens, cancel, lps)
@@ -361,11 +362,16 @@ def _on_host(token: torch.Tensor) -> torch.Tensor:
     return host
 
 
-def _read_token(token: torch.Tensor) -> int:
+def _read_token(token: torch.Tensor, last_on: torch.device | None = None) -> int:
     """A plain step's token on the host: a device tensor is copied (a wait); a host one may be a ring
-    slot the device has yet to write (-1), polled like _DeviceTimer.pop does."""
+    slot the device has yet to write (-1), polled like _DeviceTimer.pop does. `last_on`: the token is the last
+    work launched on that device's current stream (the speculative loop's last plain step before a verify step):
+    wait for the stream instead, which wakes within microseconds (it spins with the GIL released) where the poll's
+    sleep(0) sleeps ~50-90 us (Linux's timer slack) with the device idle."""
     if token.device.type != "cpu":
         return int(token.item())
+    if last_on is not None and last_on.type == "cuda":
+        torch.cuda.current_stream(last_on).synchronize()
     view = token.numpy()
     while view[0] < 0:
         time.sleep(0)

@@ -136,18 +136,6 @@ def simulate_loop(prompt_ids: list[int], output: list[int], cfg: DraftConfig, la
     return max(runner.host, runner.device), stats.plain_steps
 
 
-def variant(spec: str) -> DraftConfig:
-    """DraftConfig() with "field=value,..." overrides ("" for the defaults); ValueError naming what is wrong."""
-    base, kw = DraftConfig(), {}
-    for item in filter(None, spec.split(",")):
-        field, sep, text = item.partition("=")
-        if not sep or not hasattr(base, field):
-            raise ValueError(f"{item!r}: expected FIELD=VALUE with a DraftConfig field ({', '.join(vars(base))})")
-        kind = type(getattr(base, field))
-        kw[field] = text in ("True", "true", "1") if kind is bool else kind(text)
-    return replace(base, **kw)
-
-
 def decode(args) -> tuple[list, str]:
     """(name, prompt ids, greedy output ids) per edit prompt, and the model's name."""
     from inference.engine import Engine, FinishEvent
@@ -242,7 +230,7 @@ def main(argv=None):
         print("| DraftConfig | speedup | plain steps | per prompt |")
         print("|---|---:|---:|---|")
         try:
-            variants = [(spec, variant(spec)) for spec in args.replay.split(";")]
+            variants = [(spec, DraftConfig.parse(spec)) for spec in args.replay.split(";")]
         except ValueError as e:
             raise SystemExit(f"--replay: {e}")
         for spec, cfg in variants:

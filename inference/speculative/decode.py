@@ -90,7 +90,8 @@ class Payoff:
 
 def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: int, read: Callable[[object], int],
                        stats: SpecStats, cancelled: Callable[[], bool], lag: int,
-                       clock: Callable[[], float] = time.perf_counter) -> Iterator[int]:
+                       clock: Callable[[], float] = time.perf_counter,
+                       read_last: Callable[[object], int] | None = None) -> Iterator[int]:
     """Yield generated token ids (the first is `first`, runner.start's token as `read` takes it: the engine passes
     a pinned host slot, Engine._on_host) until max_tokens have been yielded or the caller stops reading.
     `read(token) -> int` waits for a token of a plain step. Plain steps in flight: `lag`, or fewer (drafter.cfg.lag) while drafts are
@@ -99,7 +100,10 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
 
     A verify step's tokens are handed to the caller only after the device has its next work (the next
     verify step, drafted from them, or plain steps): the caller's time for those tokens overlaps the
-    device's, as in the plain loop. `clock`: the host's seconds for the cost check (a replay passes its own)."""
+    device's, as in the plain loop. `clock`: the host's seconds for the cost check (a replay passes its own).
+    `read_last(token) -> int` (default `read`) waits for a plain step's token with no step launched behind it: the
+    device idles from that token until the host launches its next work (a verify step, mostly), so the engine waits
+    on the device there rather than polling."""
     pending = deque([first])  # plain-step tokens not yet read back
     issued, done = 1, 0  # tokens the runner has produced (or has in flight), tokens yielded
     drafting = False  # a match was seen: issue no more plain steps, then try a draft
@@ -196,7 +200,7 @@ def speculative_tokens(runner, first, drafter: PromptLookupDrafter, max_tokens: 
             drafting = False
         if not drafting:
             issue_plain()
-        token = read(pending.popleft())
+        token = (read if len(pending) > 1 or read_last is None else read_last)(pending.popleft())
         now = clock()
         if payoff is not None and t_read is not None:
             payoff.plain(now - t_read)

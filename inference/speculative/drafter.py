@@ -15,7 +15,7 @@ says so (none by default). Not here: running the model.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,20 @@ class DraftConfig:
             raise ValueError(f"need max_backoff, max_hold >= 0, got {self.max_backoff}, {self.max_hold}")
         if self.lag < 1 or self.lag_window < 0:
             raise ValueError(f"need lag >= 1 and lag_window >= 0, got {self.lag}, {self.lag_window}")
+
+
+    @classmethod
+    def parse(cls, spec: str) -> "DraftConfig":
+        """The defaults with "field=value,..." overrides ("" for the defaults), e.g. "lag=1,short_draft=5";
+        ValueError naming what is wrong."""
+        base, kw = cls(), {}
+        for item in filter(None, spec.split(",")):
+            field, sep, text = item.partition("=")
+            if not sep or not hasattr(base, field):
+                raise ValueError(f"{item!r}: expected FIELD=VALUE with a DraftConfig field ({', '.join(vars(base))})")
+            kind = type(getattr(base, field))
+            kw[field] = text in ("True", "true", "1") if kind is bool else kind(text)
+        return replace(base, **kw)
 
 
 class PromptLookupDrafter:

@@ -186,6 +186,16 @@ def test_a_copy_that_starts_with_the_run_finds_few_plain_steps_in_flight():
     assert plain[True] <= DraftConfig().lag + 1 < plain[False], plain  # the tail must match (2 tokens), then drafts
 
 
+def test_draft_config_parses_overrides_of_its_defaults():
+    assert DraftConfig.parse("") == DraftConfig()
+    assert DraftConfig.parse("lag=1,short_draft=5,start_near=false") == DraftConfig(lag=1, short_draft=5,
+                                                                                   start_near=False)
+    with pytest.raises(ValueError, match="lag"):
+        DraftConfig.parse("lag=0")
+    with pytest.raises(ValueError, match="'nope'"):
+        DraftConfig.parse("nope")
+
+
 def test_draft_config_is_checked():
     assert DraftConfig().lag == 2 and DraftConfig().lag_window == 64
     with pytest.raises(ValueError, match="lag"):
@@ -325,6 +335,34 @@ def test_a_verify_step_after_plain_steps_goes_out_before_the_last_plain_token_is
               for i, e in enumerate(log) if e == "launch"]
     assert [log[j] for j in before].count("read") >= 2, log  # verify steps right after plain tokens
     assert all(log[j] != "token" for j in before), log
+
+
+def test_a_plain_token_with_no_step_launched_behind_it_is_read_with_read_last():
+    """read_last (the engine waits on the device there) takes exactly the plain tokens with nothing launched behind
+    them: the last plain step before a verify step; every other plain token, with steps behind it, goes to read."""
+    prompt = list(range(10, 40))
+    output = [5, 6, 7, 8] + list(range(12, 40)) + [9, 3, 4, 2, 1] + list(range(20, 30))
+    runner, unread, log = _Replay(output), [1], []  # the prefill's token is unread
+    step = runner.step
+
+    def counted():
+        unread[0] += 1
+        return step()
+
+    def reader(kind):
+        def read(token):
+            unread[0] -= 1
+            log.append((kind, unread[0]))
+            return token
+        return read
+
+    runner.step = counted
+    drafter = PromptLookupDrafter(prompt, DraftConfig(cost_aware=False))
+    got = list(speculative_tokens(runner, output[0], drafter, len(output), reader("read"), SpecStats(),
+                                  lambda: False, lag=4, read_last=reader("last")))
+    assert got == output
+    assert ("last", 0) in log and ("read", 1) in log, log
+    assert all((kind == "last") == (behind == 0) for kind, behind in log), log
 
 
 def test_drafts_are_short_until_a_whole_draft_holds_then_as_wide_as_the_runner():
