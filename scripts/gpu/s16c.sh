@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sixteenth session, one GPU: kernels/csrc/stream_gemv.cu's tensor-core consumers (gate/up, the streamed LM head)
-# sharing their prologue and tile loop (stage_fragments, tile_mma). TESTS=1 (default): the streamed kernels' gpu
+# Sixteenth session, one GPU: an A/B of a change to the streamed GEMVs (run for kernels/csrc/stream_gemv.cu's
+# tensor-core consumers on a shared loop, not kept: lab/HISTORY.md). TESTS=1 (default): the streamed kernels' gpu
 # tests (bits of every token count), the fast path's CUDA-GEMV tests, the speculative gpu tests of the overlap
 # family (verify columns = plain steps bit for bit). Then before ($BEFORE = `git archive <rev> inference kernels`)
 # and now, twice in turn: `inference.bench --workload verify` on the 1.5B shape, overlap family (the default
