@@ -8,10 +8,12 @@ drafter's feedback and back-off; no cost check). Reported per setting: verify st
 tokens per forward, and the speedup a verify step costing `c` plain steps would give
 (tokens / (plain + c * verify)), for the given costs.
 
-    python -m lab.probe_drafter [--device cuda] [--tokens 192] [--save runs.json | --load runs.json]
+    python -m lab.probe_drafter [--device cuda] [--tokens 192] [--new-code] [--save runs.json | --load runs.json]
         [--costs 1.25,2,3] [--configs "7,2,4;7,1,4;7,2,8;7,3,8;15,2,4;15,2,8"]
-        [--bucket-costs 1.11,1.22,1.60,2.56] [--gaps h200|none] [--lags 8,4,2] [--replay ";max_match=4"]
-(--save keeps the prompts' ids and greedy outputs, --load replays settings over them without a model.)
+        [--bucket-costs 1.14,1.25,1.62,2.28] [--gaps h200|none] [--lags 8,4,2] [--replay ";max_match=4"]
+(--save keeps the prompts' ids and greedy outputs, --load replays settings over them without a model; --new-code
+decodes the bench's new-code prompts too, named new0, new1, ...: the --replay table gives their speedup apart, the
+other tables use the edit prompts only.)
 --lags and --replay run the decode loop itself (inference.speculative.decode.speculative_tokens, chaining on) over
 the outputs with a runner that answers from them on a virtual clock: a plain step takes 1, a verify step of 2 / 4 /
 8 / 16 columns --bucket-costs (the verify bench's ratios; the runner's width is the widest bucket given), and the
@@ -137,15 +139,16 @@ def simulate_loop(prompt_ids: list[int], output: list[int], cfg: DraftConfig, la
 
 
 def decode(args) -> tuple[list, str]:
-    """(name, prompt ids, greedy output ids) per edit prompt, and the model's name."""
+    """(name, prompt ids, greedy output ids) per edit prompt (and new-code prompt: --new-code), and the model's name."""
     from inference.engine import Engine, FinishEvent
     from inference.prompts import Prompt
     from inference.sampling import SamplingParams
-    from inference.speculative.bench import edit_prompts
+    from inference.speculative.bench import NEW_CODE, edit_prompts
 
     engine = Engine.from_pretrained(args.model, device=args.device)
     runs = []
-    for name, text in edit_prompts():
+    prompts = edit_prompts() + ([(f"new{i}", t) for i, t in enumerate(NEW_CODE)] if args.new_code else [])
+    for name, text in prompts:
         t = time.perf_counter()
         prompt = Prompt.chat(text)
         ids = engine.prompt_ids(prompt)
@@ -154,6 +157,11 @@ def decode(args) -> tuple[list, str]:
         runs.append((name, ids, out))
         print(f"{name}: {len(out)} tokens, {time.perf_counter() - t:.1f} s")
     return runs, engine.info["model"]
+
+
+def is_new(name: str) -> bool:
+    """Whether a run is one of the new-code prompts (decode's names new0, new1, ...)."""
+    return name.startswith("new") and name[3:].isdigit()
 
 
 def configs_table(runs, configs: str, costs: list[float]) -> None:
@@ -182,6 +190,7 @@ def main(argv=None):
     p.add_argument("--save", default=None, help="write the prompts' ids and greedy outputs here (JSON)")
     p.add_argument("--load", default=None, help="read them from here instead of decoding")
     p.add_argument("--tokens", type=int, default=192)
+    p.add_argument("--new-code", action="store_true", help="decode the new-code prompts too (replayed apart)")
     p.add_argument("--costs", default="1.25,2,3", help="verify-step costs in plain steps, for the speedup columns")
     p.add_argument("--configs", default="7,2,4;7,1,4;7,2,8;7,3,8;15,2,4;15,2,8")
     p.add_argument("--lags", default="", help="plain steps in flight for the decode-loop replay (e.g. 8,4,2)")
@@ -189,32 +198,37 @@ def main(argv=None):
                    help='DraftConfig variants for the decode loop as the engine runs it, ";"-separated field=value lists '
                         '("" = the defaults), e.g. ";max_match=4;max_backoff=64"')
     p.add_argument("--loop-lag", type=int, default=8, help="the engine's plain steps in flight (inference.engine.LAG)")
-    p.add_argument("--bucket-costs", default="1.11,1.22,1.60,2.56",
-                   help="verify steps of 2, 4, 8 (, 16) columns in plain steps (H200, default model: the verify bench)")
+    p.add_argument("--bucket-costs", default="1.14,1.25,1.62,2.28",
+                   help="verify steps of 2, 4, 8 (, 16) columns in plain steps (H200, default model: the verify bench, "
+                        "fifteenth session: 455 / 501 / 649 / 914 us against a 401 us step)")
     p.add_argument("--gaps", default="h200", choices=sorted(GAPS), help="idle time between launches (GAPS)")
     args = p.parse_args(argv)
 
     if args.load:
         with open(args.load) as f:
             saved = json.load(f)
-        runs, model = [tuple(r) for r in saved["runs"]], saved["model"]
+        every, model = [tuple(r) for r in saved["runs"]], saved["model"]
     else:
-        runs, model = decode(args)
+        every, model = decode(args)
         if args.save:
             with open(args.save, "w") as f:
-                json.dump({"model": model, "runs": runs}, f)
+                json.dump({"model": model, "runs": every}, f)
+    runs = [r for r in every if not is_new(r[0])]
+    new = [r for r in every if is_new(r[0])]
     costs = [float(c) for c in args.costs.split(",")]
-    print(f"\n{model}, greedy outputs, {len(runs)} edit prompts, up to {args.tokens} tokens")
+    print(f"\n{model}, greedy outputs, {len(runs)} edit prompts" + (f" and {len(new)} new-code ones" if new else "")
+          + f", up to {args.tokens} tokens")
     if args.configs:
         configs_table(runs, args.configs, costs)
 
     buckets = dict(zip((2, 4, 8, 16), (float(c) for c in args.bucket_costs.split(","))))
     gaps = GAPS[args.gaps]
-    toks = [len(out) - 1 for _, _, out in runs]
 
-    def replay(cfg: DraftConfig, lag: int) -> tuple[float, int, list[float]]:
-        sims = [simulate_loop(ids, out, cfg, lag, buckets, gaps) for _, ids, out in runs]
-        return sum(toks) / sum(t for t, _ in sims), sum(p for _, p in sims), [n / t for n, (t, _) in zip(toks, sims)]
+    def replay(cfg: DraftConfig, lag: int, over: list | None = None) -> tuple[float, int, list[float]]:
+        over = runs if over is None else over
+        sims = [simulate_loop(ids, out, cfg, lag, buckets, gaps) for _, ids, out in over]
+        n = [len(out) - 1 for _, _, out in over]
+        return sum(n) / sum(t for t, _ in sims), sum(p for _, p in sims), [k / t for k, (t, _) in zip(n, sims)]
 
     where = f"verify steps of {' / '.join(map(str, buckets))} columns = {args.bucket_costs} plain steps, gaps {args.gaps}"
     if args.lags:
@@ -227,15 +241,20 @@ def main(argv=None):
     if args.replay is not None:
         print(f"\nthe decode loop as the engine runs it ({args.loop_lag} plain steps in flight, DraftConfig.lag near "
               f"drafts, the cost check on the virtual clock), {where}")
-        print("| DraftConfig | speedup | plain steps | per prompt |")
-        print("|---|---:|---:|---|")
+        apart = " | new code | per new-code prompt" if new else ""
+        print(f"| DraftConfig | speedup | plain steps | per prompt{apart} |")
+        print("|---|---:|---:|---|" + ("---:|---|" if new else ""))
         try:
             variants = [(spec, DraftConfig.parse(spec)) for spec in args.replay.split(";")]
         except ValueError as e:
             raise SystemExit(f"--replay: {e}")
         for spec, cfg in variants:
             speed, plain, per = replay(cfg, args.loop_lag)
-            print(f"| {spec or 'defaults'} | {speed:.3f}x | {plain} | " + " ".join(f"{x:.2f}" for x in per) + " |")
+            row = f"| {spec or 'defaults'} | {speed:.3f}x | {plain} | " + " ".join(f"{x:.2f}" for x in per) + " |"
+            if new:
+                speed, _, per = replay(cfg, args.loop_lag, new)
+                row += f" {speed:.3f}x | " + " ".join(f"{x:.2f}" for x in per) + " |"
+            print(row)
 
 
 if __name__ == "__main__":
