@@ -27,7 +27,7 @@ from kernels.rmsnorm_gemv import check_rmsnorm_gemv_args
 
 NWARP = 8
 THREADS = 32 * (NWARP + 1)  # 8 consumer warps + the producer's
-MT = 16  # rows per tile
+MT = 16  # rows per tile at most (fewer where a CTA has fewer rows: plan's "mt")
 MAX_KC = 2048  # columns per ring slot at most: whole rows up to K = 2048 (three bulk copies a tile)
 SMEM_BUDGET = 200 * 1024
 MODES = {"rmsnorm_gemv": (0, "fp8_stream_rmsnorm_gemv", 1), "residual": (1, "fp8_stream_gemv_residual", 1),
@@ -54,37 +54,44 @@ def slot_columns(k: int, cap: int = MAX_KC) -> int:
 def plan(mode: str, units: int, k: int, sms: int, budget: int | None = None, wks: int | None = None) -> dict:
     """Grid (one CTA per SM, at most one per unit), warps per row pair (4 where a CTA has a single tile of rows
     longer than a slot: down_proj; else 1), columns per slot, ring slots, per-row partial sums and dynamic
-    shared memory (bytes, at most `budget`) of a launch; `wks` overrides the warps per row pair."""
+    shared memory (bytes, at most `budget`) of a launch; `wks` overrides the warps per row pair. Tiles (and ring
+    slots) have mt rows: MT, or a CTA's rows (rounded up to even) where it has fewer, so that the slots hold no
+    empty rows and more of them fit the budget (the 1.5B's down_proj: 12 rows a CTA, all five slots of a row in
+    flight at once instead of four), and a ring has no more slots than the CTA fills."""
     budget = budget or SMEM_BUDGET
     grid = max(1, min(sms, units))
     per_cta = -(-units // grid)
     wks = wks or (4 if per_cta <= MT and k > MAX_KC else 1)
+    mt = min(MT, per_cta + per_cta % 2)
     sums = MODES[mode][2] * per_cta * wks
     fixed = 4 * k + 4 * (k // 16) + 4 * sums  # staged activation, chunk sums, row sums
     kc = slot_columns(k)
 
     def stage(c: int) -> int:  # bytes of a slot: e4m3, then the scales and offsets
-        return MT * c + 2 * MT * (c // 32) * 4
+        return mt * c + 2 * mt * (c // 32) * 4
     while kc > 128 and fixed + 2 * stage(kc) > budget:
         kc = slot_columns(k, kc - 128)
-    stages = max(2, min(8, (budget - fixed) // stage(kc)))
-    return {"grid": grid, "kc": kc, "stages": stages, "sums": sums, "wks": wks, "smem": stages * stage(kc) + fixed}
+    # no more slots than the CTA ever fills: shared memory left over lets the next kernel's CTAs in beside it
+    fills = MODES[mode][2] * -(-per_cta // mt) * -(-k // kc)
+    stages = max(2, min(8, fills, (budget - fixed) // stage(kc)))
+    return {"grid": grid, "kc": kc, "stages": stages, "sums": sums, "wks": wks, "mt": mt,
+            "smem": stages * stage(kc) + fixed}
 
 
 def source(mode: str, k: int, kc: int, stages: int, norm_kind: int = -1, bias_kind: int = -1, early: bool = False,
-           pf: bool = False, wks: int = 1) -> tuple[str, str]:
-    """(CUDA source, kernel name) of a variant; kinds: -1 none, 0 bf16, 1 fp16, 2 fp32."""
+           pf: bool = False, wks: int = 1, mt: int = MT) -> tuple[str, str]:
+    """(CUDA source, kernel name) of a variant; kinds: -1 none, 0 bf16, 1 fp16, 2 fp32; mt: rows per tile."""
     m, name = MODES[mode][:2]
-    assert k % 128 == 0 and kc % 128 == 0 and stages >= 1 and NWARP % wks == 0
+    assert k % 128 == 0 and kc % 128 == 0 and stages >= 1 and NWARP % wks == 0 and 2 <= mt <= MT and mt % 2 == 0
     defines = {"KERNEL_NAME": name, "MODE": m, "KDIM": k, "KC": kc, "NS": stages, "WKS": wks, "NORM_KIND": norm_kind,
-               "BIAS_KIND": bias_kind, "EARLY": int(early), "PF": int(pf)}
+               "BIAS_KIND": bias_kind, "EARLY": int(early), "PF": int(pf), "MT": mt}
     return "".join(f"#define {a} {b}\n" for a, b in defines.items()) + _SOURCE, name
 
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, mode: str, k: int, kc: int, stages: int, smem: int, norm_kind: int, bias_kind: int,
-            early: bool, pf: bool, wks: int):
-    src, name = source(mode, k, kc, stages, norm_kind, bias_kind, early, pf, wks)
+            early: bool, pf: bool, wks: int, mt: int):
+    src, name = source(mode, k, kc, stages, norm_kind, bias_kind, early, pf, wks, mt)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", COMPILE_OPTIONS)
     return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem, 1)
@@ -114,7 +121,7 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, *, norm_w=None, b
     k = q.shape[1]
     p = plan(mode, units, k, _sms(dev), budget, wks)
     kern = _kernel(dev, mode, k, p["kc"], p["stages"], p["smem"], -1 if norm_w is None else _KIND[norm_w.dtype],
-                   -1 if bias is None else _KIND[bias.dtype], early, pf is not None, p["wks"])
+                   -1 if bias is None else _KIND[bias.dtype], early, pf is not None, p["wks"], p["mt"])
     prm = _Params(q.data_ptr(), scale.data_ptr(), offset.data_ptr(), act.data_ptr(),
                   norm_w.data_ptr() if norm_w is not None else 0, bias.data_ptr() if bias is not None else 0,
                   out.data_ptr(), pf.data_ptr() if pf is not None else 0, pf.numel() if pf is not None else 0,

@@ -5,7 +5,8 @@
 //   KC == KDIM: a slot holds whole rows); NS ring slots; WKS warps per row pair (they split a slot's chunks:
 //   for CTAs of few long rows, down_proj); NORM_KIND / BIAS_KIND
 //   (-1 none, 0 bf16, 1 fp16, 2 fp32); EARLY (release the next kernel at the CTA's start instead of after
-//   the consumers' PDL wait); PF (the producer prefetches its share of pf into L2 after its copies).
+//   the consumers' PDL wait); PF (the producer prefetches its share of pf into L2 after its copies); MT rows per
+//   tile and slot (even, up to 16).
 // Weights: q [N, K] e4m3 row-major, scale / offset [N, K/32] float32, w = offset + scale * q per group of 32.
 // CTA b owns units [b * N / grid, (b + 1) * N / grid) (gate/up: those gate rows, then the same up rows),
 // in tiles of MT rows. The producer warp copies each tile slot by slot (MT rows x KC columns of q, and their
@@ -22,7 +23,9 @@
 #include "fp8_common.cuh"
 #define NWARP 8
 #define NCONSUMER (NWARP * 32)
-#define MT 16                            // rows per tile
+#ifndef MT
+#define MT 16                            // rows per tile (the launcher's plan: fewer where a CTA has fewer rows)
+#endif
 #define NCH (KDIM / 16)                  // 16-byte chunks per row
 #define KG (KDIM / 32)                   // groups per row
 #define QB (MT * KC)                     // e4m3 bytes of a slot

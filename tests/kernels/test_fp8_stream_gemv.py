@@ -52,8 +52,15 @@ def test_ctas_of_a_few_long_rows_split_each_row_pair_over_four_warps():
 
 
 def test_a_small_budget_takes_narrower_slots():
-    p = plan("residual", 1536, 8960, 132, budget=96 << 10)
-    assert p["kc"] < 1792 and p["smem"] <= 96 << 10 and p["stages"] >= 2
+    p = plan("residual", 1536, 8960, 132, budget=80 << 10)
+    assert p["kc"] < 1792 and p["smem"] <= 80 << 10 and p["stages"] >= 2
+
+
+def test_tiles_hold_a_ctas_rows_where_it_has_fewer_than_16():
+    down = plan("residual", 1536, 8960, 132)  # 11-12 rows a CTA
+    assert down["mt"] == 12 and down["stages"] >= 8960 // down["kc"]  # every slot of a row in flight at once
+    assert plan("residual", 896, 4864, 132)["mt"] == 8 and plan("rmsnorm_gemv", 2048, 1536, 132)["mt"] == 16
+    assert plan("gate_up", 8960, 1536, 132)["mt"] == 16
 
 
 def test_k_must_be_a_multiple_of_128():
