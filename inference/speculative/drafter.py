@@ -58,7 +58,6 @@ class DraftConfig:
         if self.lag < 1 or self.lag_window < 0:
             raise ValueError(f"need lag >= 1 and lag_window >= 0, got {self.lag}, {self.lag_window}")
 
-
     @classmethod
     def parse(cls, spec: str) -> "DraftConfig":
         """The defaults with "field=value,..." overrides ("" for the defaults), e.g. "lag=1,short_draft=5";
@@ -69,7 +68,13 @@ class DraftConfig:
             if not sep or not hasattr(base, field):
                 raise ValueError(f"{item!r}: expected FIELD=VALUE with a DraftConfig field ({', '.join(vars(base))})")
             kind = type(getattr(base, field))
-            kw[field] = text in ("True", "true", "1") if kind is bool else kind(text)
+            if kind is bool:
+                kw[field] = text in ("True", "true", "1")
+                continue
+            try:
+                kw[field] = kind(text)
+            except ValueError:
+                raise ValueError(f"{item!r}: {field} takes {kind.__name__} values") from None
         return replace(base, **kw)
 
 

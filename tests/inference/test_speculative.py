@@ -194,6 +194,8 @@ def test_draft_config_parses_overrides_of_its_defaults():
         DraftConfig.parse("lag=0")
     with pytest.raises(ValueError, match="'nope'"):
         DraftConfig.parse("nope")
+    with pytest.raises(ValueError, match="lag takes int values"):
+        DraftConfig.parse("lag=two")
 
 
 def test_draft_config_is_checked():
