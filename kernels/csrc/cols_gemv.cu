@@ -41,22 +41,68 @@ __device__ __forceinline__ void unpack8(uint4 w, float* f) {
 
 struct Batch { uint4 w[NROWS][U]; };
 
-__device__ __forceinline__ void load_batch(const Params& prm, const long long* rows, const bool* ok, int c0,
-                                           Batch& b) {
+// Batch b of this lane's chunks of each row (wrow[r]: the row's chunk cbase), zeros past the row or the units.
+__device__ __forceinline__ void load_batch(const u32* const* wrow, const bool* ok, int cbase, int b, Batch& bt) {
 #pragma unroll
   for (int r = 0; r < NROWS; ++r)
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      const int c = c0 + u * STRIDE;
-      b.w[r][u] = ok[r] && c < NCH ? ld_stream(prm.w + rows[r] * (KDIM / 2) + c * 4) : make_uint4(0u, 0u, 0u, 0u);
+      const int i = (b * U + u) * STRIDE;
+      bt.w[r][u] = ok[r] && cbase + i < NCH ? ld_stream(wrow[r] + i * 4) : make_uint4(0u, 0u, 0u, 0u);
     }
+}
+
+// A warp's N partials per lane summed over its lanes, scattered: splits<N, P>() butterfly stages in which a lane
+// keeps half of what it carries and adds its partner's copy of that half (offsets 16, 8, ...), then xor stages
+// over the rest. A lane ends with N >> splits values (flat indices base, base + 1, ...), which 32 >> splits lanes
+// share. Each sum is the xor tree's, the same bits as every lane adding every value (each stage adds the lane's
+// value and its partner's, as before), with far fewer shuffles: 8 partials 12 instead of 40. P values that stay
+// on one lane (a unit's gate and up).
+template <int N, int P> __host__ __device__ constexpr int splits() {
+  int s = 0, m = N;
+  while (s < 5 && m % (2 * P) == 0) { m /= 2; ++s; }
+  return s;
+}
+
+template <int N, int S> __device__ __forceinline__ void split_stage(float* v, int lane, int& base) {
+  constexpr int off = 16 >> S, h = (N >> S) / 2;
+  const bool hi = lane & off;
+#pragma unroll
+  for (int j = 0; j < h; ++j) {
+    const float send = hi ? v[j] : v[j + h], keep = hi ? v[j + h] : v[j];
+    v[j] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, off));
+  }
+  if (hi) base += h;
+}
+
+template <int N, int P> __device__ __forceinline__ int warp_sums(float* v, int lane) {
+  constexpr int S = splits<N, P>();
+  int base = 0;
+  if (S > 0) split_stage<N, 0>(v, lane, base);
+  if (S > 1) split_stage<N, 1>(v, lane, base);
+  if (S > 2) split_stage<N, 2>(v, lane, base);
+  if (S > 3) split_stage<N, 3>(v, lane, base);
+  if (S > 4) split_stage<N, 4>(v, lane, base);
+#pragma unroll
+  for (int off = 16 >> S; off > 0; off >>= 1)
+#pragma unroll
+    for (int j = 0; j < (N >> S); ++j) v[j] = __fadd_rn(v[j], __shfl_xor_sync(0xffffffffu, v[j], off));
+  return base;
+}
+
+// The GEMV's partials: CG * NROWS a lane, gate and up of a unit together; flat index of acc[q][r].
+#define NV (CG * NROWS)
+#define PAIR (MODE == 2 ? 2 : 1)
+#define KEPT (NV >> splits<NV, PAIR>())
+#define NDUP (32 >> splits<NV, PAIR>())
+__device__ __forceinline__ constexpr int flat(int q, int r) {
+  return MODE == 2 ? 2 * (q * R + r % R) + (r >= R) : q * NROWS + r;
 }
 
 
 extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params prm) {
   extern __shared__ __align__(16) unsigned char smem[];  // dynamic: xs4 [CG * 2 * NCH] float4
   float4* xs4 = (float4*)smem;
-  __shared__ float red[NW][CG * NROWS];
   __shared__ float ssq_red[NW][CG];
   __shared__ float rstd_s[CG];
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -73,8 +119,11 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
     rows[r] = MODE == 2 && r >= R ? (long long)prm.units + u : (long long)u;
   }
   const int cbase = lane + 32 * wk;
+  const u32* wrow[NROWS];
+#pragma unroll
+  for (int r = 0; r < NROWS; ++r) wrow[r] = prm.w + rows[r] * (KDIM / 2) + cbase * 4;
   Batch cur;
-  load_batch(prm, rows, ok, cbase, cur);  // before the wait: weights do not depend on the previous kernel
+  load_batch(wrow, ok, cbase, 0, cur);  // before the wait: weights do not depend on the previous kernel
   asm volatile("griddepcontrol.wait;" ::: "memory");
 
   // Stage the CTA's columns (times norm_w), with each column's sum of squares.
@@ -99,13 +148,11 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
     }
   }
   if (NORM_KIND >= 0 || MODE == 3) {
+    constexpr int S = splits<CG, 1>();
+    const int q0 = warp_sums<CG, 1>(ssq, lane);
 #pragma unroll
-    for (int q = 0; q < CG; ++q) {
-      float s = ssq[q];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) s = __fadd_rn(s, __shfl_xor_sync(0xffffffffu, s, o));
-      if (lane == 0) ssq_red[warp][q] = s;
-    }
+    for (int j = 0; j < (CG >> S); ++j)
+      if ((lane & ((32 >> S) - 1)) == j % (32 >> S)) ssq_red[warp][q0 + j] = ssq[j];
   }
   __syncthreads();
   if (NORM_KIND >= 0 && tid < CG) {
@@ -123,7 +170,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
 #pragma unroll 1
   for (int b = 0; b < NB; ++b) {
     Batch nxt;
-    if (b + 1 < NB) load_batch(prm, rows, ok, cbase + (b + 1) * U * STRIDE, nxt);
+    if (b + 1 < NB) load_batch(wrow, ok, cbase, b + 1, nxt);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = cbase + (b * U + u) * STRIDE;
@@ -147,30 +194,26 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
     if (b + 1 < NB) cur = nxt;
   }
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+  float v[NV];
 #pragma unroll
   for (int q = 0; q < CG; ++q)
 #pragma unroll
-    for (int r = 0; r < NROWS; ++r)
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) acc[q][r] = __fadd_rn(acc[q][r], __shfl_xor_sync(0xffffffffu, acc[q][r], o));
+    for (int r = 0; r < NROWS; ++r) v[flat(q, r)] = acc[q][r];
+  const int base = warp_sums<NV, PAIR>(v, lane);
   if (WK > 1) {
-    if (lane == 0) {
+    __shared__ float red[NW][NV];
 #pragma unroll
-      for (int q = 0; q < CG; ++q)
-#pragma unroll
-        for (int r = 0; r < NROWS; ++r) red[warp][q * NROWS + r] = acc[q][r];
-    }
+    for (int j = 0; j < KEPT; ++j)
+      if ((lane & (NDUP - 1)) == (j / PAIR) % NDUP) red[warp][base + j] = v[j];
     __syncthreads();
     if (wk == 0) {
 #pragma unroll
-      for (int q = 0; q < CG; ++q)
+      for (int j = 0; j < KEPT; ++j) {
+        float t = 0.f;
 #pragma unroll
-        for (int r = 0; r < NROWS; ++r) {
-          float t = 0.f;
-#pragma unroll
-          for (int i = 0; i < WK; ++i) t = __fadd_rn(t, red[warp + i][q * NROWS + r]);
-          acc[q][r] = t;
-        }
+        for (int i = 0; i < WK; ++i) t = __fadd_rn(t, red[warp + i][base + j]);
+        v[j] = t;
+      }
     }
   } else {
     __syncthreads();  // rstd_s
@@ -180,29 +223,28 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
 #endif
   if (wk == 0) {
 #pragma unroll
-    for (int q = 0; q < CG; ++q)
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        if ((q * R + r) % 32 != lane) continue;
-        const int u = unit0 + r;
-        const int col = col0 + q;
-        const float rs = NORM_KIND >= 0 ? rstd_s[q] : 1.f;
+    for (int j = 0; j < KEPT; j += PAIR) {
+      if ((lane & (NDUP - 1)) != (j / PAIR) % NDUP) continue;  // one lane of the NDUP writes each sum
+      const int unit = (base + j) / PAIR, q = unit / R, r = unit % R;
+      const int u = unit0 + r;
+      const bool in = u < prm.units;
+      const float rs = NORM_KIND >= 0 ? rstd_s[q] : 1.f;
 #if MODE == 3
-        keys[q][group * R + r] = ok[r] ? argmax_key(__fmul_rn(acc[q][r], rs), u) : (long long)(-9223372036854775807LL - 1);
+      keys[q][group * R + r] = in ? argmax_key(__fmul_rn(v[j], rs), u) : (long long)(-9223372036854775807LL - 1);
 #endif
-        if (!ok[r]) continue;
-        float* o = prm.out + (size_t)col * prm.units + u;
-        if (MODE == 0 || MODE == 3) {
-          float y = NORM_KIND >= 0 ? __fmul_rn(acc[q][r], rs) : acc[q][r];
-          if (BIAS_KIND >= 0) y = __fadd_rn(y, any_f32<BIAS_KIND < 0 ? 2 : BIAS_KIND>(prm.bias, u));
-          *o = y;
-        } else if (MODE == 1) {
-          *o = __fadd_rn(__ldcg(o), acc[q][r]);
-        } else {
-          const float g = __fmul_rn(acc[q][r], rs), v = __fmul_rn(acc[q][MODE == 2 ? r + R : r], rs);
-          *o = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.f, __expf(-g))), v);
-        }
+      if (!in) continue;
+      float* o = prm.out + (size_t)(col0 + q) * prm.units + u;
+      if (MODE == 0 || MODE == 3) {
+        float y = NORM_KIND >= 0 ? __fmul_rn(v[j], rs) : v[j];
+        if (BIAS_KIND >= 0) y = __fadd_rn(y, any_f32<BIAS_KIND < 0 ? 2 : BIAS_KIND>(prm.bias, u));
+        *o = y;
+      } else if (MODE == 1) {
+        *o = __fadd_rn(__ldcg(o), v[j]);
+      } else {
+        const float g = __fmul_rn(v[j], rs), up = __fmul_rn(v[MODE == 2 ? j + 1 : j], rs);
+        *o = __fmul_rn(__fdiv_rn(g, __fadd_rn(1.f, __expf(-g))), up);
       }
+    }
   }
 #if MODE == 3
   __syncthreads();
