@@ -1,23 +1,29 @@
 """Lab probe: the CUDA column GEMVs (kernels.cols_gemv) launch by launch, GPU only.
 
     python -m lab.probe_cols_gemv [--shape smollm2-135m|qwen2.5-coder-0.5b|qwen3-0.6b|qwen2.5-coder-1.5b] [--sweep]
-        [--same-bits] [--only qkv,lm_head] [--columns 1,2,4,8]
+        [--same-bits] [--only qkv,lm_head] [--columns 1,2,4,8] [--against .before/kernels/csrc [--rounds 3]]
 
 For each GEMV of a decode layer (QKV, o_proj, gate/up, down) and the LM head (+ argmax) of the shape: us per
 launch of the one-column Triton kernel and of the column GEMVs at 1, 2, 4, 8 columns (--columns; config_for's
 config for the most columns given, and
 the tensor-core kernel's mma_config_for where K fits; --sweep: other (R, WK, NW) configs, at most 1, 2, 4 columns
 per CTA, other (WK, NW, U) of the tensor-core kernel), 24 launches back to back in one CUDA graph over rotating weight copies
-(lab.bench_kernels.in_graph_us), PDL on. Not a test; the end-to-end number is `inference.bench --workload
+(lab.bench_kernels.in_graph_us), PDL on. --against DIR: the default configs only, compiled from DIR's
+cols_gemv.cu ("before") and from this tree ("now"), timed in turn over --rounds (the best of each) and their
+outputs compared bit for bit (a kernel change that must keep every column's bits). Not a test; the end-to-end number is `inference.bench --workload
 verify` / lab.profile_verify.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
 
 import torch
 
+from kernels import cols_gemv
 from kernels.cols_gemv import (bits_key, config_for, cols_gemv_residual, cols_lm_head_argmax,
                                cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv, mma_config_for, mma_fits)
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
@@ -67,6 +73,73 @@ def specs(shape: str):
     ]
 
 
+def effective(k: int, cfg):
+    """The CUDA-core config as the kernel builds it: U at most a lane's chunks per row (kernels.cols_gemv.source)."""
+    return replace(cfg, U=max(1, min(cfg.U, -(-(k // 8) // (32 * cfg.WK)))))
+
+
+def source_from(csrc: Path, name: str = "cols_gemv.cu") -> str:
+    """kernels._cuda_rtc.load_source's text of csrc/name from another folder (its includes from there too)."""
+    return "".join(source_from(csrc, line.split('"')[1]) if line.startswith('#include "') else line
+                   for line in (csrc / name).read_text().splitlines(keepends=True))
+
+
+def kernels_from(text: str):
+    """cols_gemv._kernel's twin compiling `text` as cols_gemv.cu (its own cache)."""
+    compile_ = cols_gemv._kernel.__wrapped__  # the module's, whatever `using` has put in its place later
+
+    @lru_cache(maxsize=None)
+    def kernel(*args):
+        saved = cols_gemv._SOURCE
+        cols_gemv._SOURCE = text
+        try:
+            return compile_(*args)
+        finally:
+            cols_gemv._SOURCE = saved
+    return kernel
+
+
+@contextlib.contextmanager
+def using(kernel):
+    """The launchers compile and launch through `kernel` inside the block."""
+    saved = cols_gemv._kernel
+    cols_gemv._kernel = kernel
+    try:
+        yield
+    finally:
+        cols_gemv._kernel = saved
+
+
+def against(spec, variants: dict, counts: list[int], rounds: int) -> None:
+    """One launch's default config per column count: each variant's best us over `rounds` in turn, and whether
+    every variant's outputs equal the first's bit for bit."""
+    name, mode, n, k, out_n, _, cols = spec
+    ws = copies(lambda: torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02, n * k * 2)
+    best = {v: [float("inf")] * len(counts) for v in variants}
+    same = []
+    for i, kc in enumerate(counts):
+        cfg = config_for(mode, out_n, k, kc)
+        X, O0 = torch.randn(kc, k, device="cuda"), torch.randn(kc, out_n, device="cuda")
+        outs = []
+        for kern in variants.values():
+            O = O0.clone()
+            with using(kern):
+                cols(X, ws[0], O, cfg)
+            outs.append(O)
+        same.append(all(torch.equal(outs[0], o) for o in outs[1:]))
+        for _ in range(rounds):
+            for v, kern in variants.items():
+                O = O0.clone()
+                with using(kern):
+                    best[v][i] = min(best[v][i], in_graph_us(lambda w: cols(X, w, O, cfg), ws))
+    for v in variants:
+        print(f"| {name} | {v} | " + " | ".join(f"{u:.2f}" for u in best[v]) + " |", flush=True)
+    first, last = list(variants)[0], list(variants)[-1]
+    print(f"| {name} | {last} / {first} | " + " | ".join(f"{b / a:.3f}" for a, b in zip(best[first], best[last]))
+          + " |", flush=True)
+    print(f"| {name} | same bits | " + " | ".join("yes" if s else "NO" for s in same) + " |", flush=True)
+
+
 @torch.inference_mode()
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -77,9 +150,19 @@ def main():
                         "and NW where the mode has no norm")
     p.add_argument("--only", default="", help="comma-separated launches (default: all)")
     p.add_argument("--columns", default="1,2,4,8", help="column counts to time (the default config: the largest's)")
+    p.add_argument("--against", type=Path, help="a kernels/csrc folder: its cols_gemv.cu (before) vs this tree's")
+    p.add_argument("--rounds", type=int, default=3, help="--against: rounds in turn (the best of each)")
     args = p.parse_args()
     counts = [int(c) for c in args.columns.split(",")]
     print(f"\n{args.shape}, bf16, {torch.cuda.get_device_name()}: us per launch, cold weights, PDL on")
+    if args.against:
+        variants = {"before": kernels_from(source_from(args.against)), "now": cols_gemv._kernel}
+        print("| launch | variant | " + " | ".join(f"n={c}" for c in counts) + " |")
+        print("|---|---|" + "---:|" * len(counts))
+        for spec in specs(args.shape):
+            if not args.only or spec[0] in args.only.split(","):
+                against(spec, variants, counts, args.rounds)
+        return
     print("| launch | variant | " + " | ".join(f"n={c}" for c in counts) + f" | n={counts[-1]} / n={counts[0]} |")
     print("|---|---|" + "---:|" * (len(counts) + 1))
     for name, mode, n, k, out_n, one, cols in specs(args.shape):
@@ -93,9 +176,12 @@ def main():
         configs = [default] + ([replace(default, R=r, WK=wk, NW=nw) for r, wk, nw in SWEEP[mode]]
                                + [replace(default, CG=cg) for cg in (1, 2, 4)] if args.sweep else [])
         if args.same_bits and mode != "lm_head":
-            configs += [c for c in (replace(default, R=r, U=u, CG=cg, NW=nw) for r in (1, 2, 4, 8) for u in (2, 4, 8)
-                                    for cg in (1, 2, 4, 8, 16) for nw in (4, 8))
-                        if c.NW % c.WK == 0 and bits_key(mode, c) == bits_key(mode, default) and c not in configs]
+            seen = {effective(k, c) for c in configs}  # U past a lane's chunks per row builds the same kernel
+            for c in (replace(default, R=r, U=u, CG=cg, NW=nw) for r in (1, 2, 4, 8) for u in (2, 4, 8)
+                      for cg in (1, 2, 4, 8, 16) for nw in (4, 8)):
+                if c.NW % c.WK == 0 and bits_key(mode, c) == bits_key(mode, default) and effective(k, c) not in seen:
+                    seen.add(effective(k, c))
+                    configs.append(c)
         if mma_fits(k):
             mma = mma_config_for(mode, out_n, k)
             configs += [mma] + ([replace(mma, R=r, WK=wk, NW=nw, U=u, SK=sk) for r, wk, nw, u, sk in
