@@ -76,17 +76,22 @@ def config_for(mode: str, n: int, k: int, ncols: int = 1) -> Config:
     that (down 4.28 -> 4.02 at 8); gate/up two row pairs per warp past 4 columns (5.89 -> 4.82 at 8); QKV four
     rows per warp and up to 4 columns per CTA past 4 columns (3.18 -> 3.03 at 8); past 8 columns a small o_proj
     (K <= 1,024) eight rows per warp and four warps (the 135M o_proj at 16 columns 4.72 -> 4.36 us; at 8 columns
-    3.16 vs 3.55: lab.probe_cols_gemv --same-bits --columns 8,16, H200, 2026-11-26 fifteenth session)."""
+    3.16 vs 3.55: lab.probe_cols_gemv --same-bits --columns 8,16, H200, 2026-11-26 fifteenth session). Since a
+    warp's sums are scattered over its lanes (seventeenth session), wider CTAs pay less per output: past 8 columns
+    gate/up 8 columns per CTA (the 135M's 7.15 -> 6.03 us) and a small down_proj four rows per warp and 2 columns
+    per CTA (5.61 -> 4.30; same probe, H100, 2026-11-27)."""
     small = (2 * n if mode == "gate_up" else n) * k * 2 <= SMALL
     cg = 2 if small and mode != "lm_head" else 16
     wide = small and ncols > 4
     if mode == "gate_up":
-        return Config(R=2 if wide else 1, WK=1, NW=8, U=4, CG=cg)
+        return Config(R=2 if wide else 1, WK=1, NW=8, U=4, CG=8 if small and ncols > 8 else cg)
     if mode == "residual":
         if k >= 4096:
             return Config(R=2, WK=2, NW=8, U=4, CG=cg)
         if small and k <= 1024 and ncols > 8:  # o_proj of the 16-column verify step
             return Config(R=8, WK=2, NW=4, U=4, CG=1)
+        if small and ncols > 8:  # down_proj of the 16-column verify step
+            return Config(R=4, WK=2, NW=8, U=4, CG=2)
         return Config(R=2 if wide else 1, WK=2, NW=8, U=4, CG=1 if small and ncols > 1 else cg)
     if mode == "lm_head":
         return Config(R=4, WK=1, NW=8, U=4)
