@@ -25,7 +25,7 @@ neighbouring CTAs).
 from __future__ import annotations
 
 import ctypes
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import torch
@@ -50,7 +50,9 @@ class Config:
     """R rows (gate/up: row pairs) per warp, WK warps per row group splitting K, NW warps per CTA, U chunks
     per row and batch, at most CG columns per CTA (more columns: neighbouring CTAs on the same rows).
     mma: the tensor-core kernel (kernels/csrc/cols_gemv_mma.cu, bf16 weights): R is 16-row tiles per warp, U MMA
-    steps (4 chunks) per batch, 8 columns per CTA (CG unused), SK CTAs of a cluster splitting K."""
+    steps (4 chunks) per batch, 8 columns per CTA (CG unused), SK CTAs of a cluster splitting K.
+    source: CUDA C compiled instead of kernels/csrc/cols_gemv.cu (its includes pasted in), for an instrument's A/B
+    of a kernel change (lab.probe_cols_gemv --against); None: this tree's."""
     R: int = 2
     WK: int = 1
     NW: int = 8
@@ -58,6 +60,7 @@ class Config:
     CG: int = 16
     mma: bool = False
     SK: int = 1
+    source: str | None = field(default=None, repr=False)
 
     def units_per_cta(self) -> int:
         return self.NW // self.WK * self.R * (16 if self.mma else 1)
@@ -192,7 +195,8 @@ def source(mode: str, k: int, cg: int, cfg: Config, wkind: int, norm_kind: int =
     defines = {"KERNEL_NAME": name, "MODE": m, "KDIM": k, "CG": cg, "R": cfg.R, "WK": cfg.WK, "NW": cfg.NW,
                "U": max(1, min(cfg.U, per)), "WKIND": wkind, "NORM_KIND": norm_kind, "BIAS_KIND": bias_kind,
                "SK": cfg.SK}
-    return "".join(f"#define {a} {b}\n" for a, b in defines.items()) + (_SOURCE_MMA if cfg.mma else _SOURCE), name
+    body = _SOURCE_MMA if cfg.mma else cfg.source or _SOURCE
+    return "".join(f"#define {a} {b}\n" for a, b in defines.items()) + body, name
 
 
 @lru_cache(maxsize=None)

@@ -16,14 +16,11 @@ verify` / lab.profile_verify.
 from __future__ import annotations
 
 import argparse
-import contextlib
 from dataclasses import replace
-from functools import lru_cache
 from pathlib import Path
 
 import torch
 
-from kernels import cols_gemv
 from kernels.cols_gemv import (bits_key, config_for, cols_gemv_residual, cols_lm_head_argmax,
                                cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv, mma_config_for, mma_fits)
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
@@ -84,35 +81,10 @@ def source_from(csrc: Path, name: str = "cols_gemv.cu") -> str:
                    for line in (csrc / name).read_text().splitlines(keepends=True))
 
 
-def kernels_from(text: str):
-    """cols_gemv._kernel's twin compiling `text` as cols_gemv.cu (its own cache)."""
-    compile_ = cols_gemv._kernel.__wrapped__  # the module's, whatever `using` has put in its place later
-
-    @lru_cache(maxsize=None)
-    def kernel(*args):
-        saved = cols_gemv._SOURCE
-        cols_gemv._SOURCE = text
-        try:
-            return compile_(*args)
-        finally:
-            cols_gemv._SOURCE = saved
-    return kernel
-
-
-@contextlib.contextmanager
-def using(kernel):
-    """The launchers compile and launch through `kernel` inside the block."""
-    saved = cols_gemv._kernel
-    cols_gemv._kernel = kernel
-    try:
-        yield
-    finally:
-        cols_gemv._kernel = saved
-
-
 def against(spec, variants: dict, counts: list[int], rounds: int) -> None:
-    """One launch's default config per column count: each variant's best us over `rounds` in turn, and whether
-    every variant's outputs equal the first's bit for bit."""
+    """One launch's default config per column count, compiled from each variant's cols_gemv.cu text (None: this
+    tree's; Config.source): each variant's best us over `rounds` in turn, and whether every variant's outputs equal
+    the first's bit for bit."""
     name, mode, n, k, out_n, _, cols = spec
     ws = copies(lambda: torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02, n * k * 2)
     best = {v: [float("inf")] * len(counts) for v in variants}
@@ -121,17 +93,15 @@ def against(spec, variants: dict, counts: list[int], rounds: int) -> None:
         cfg = config_for(mode, out_n, k, kc)
         X, O0 = torch.randn(kc, k, device="cuda"), torch.randn(kc, out_n, device="cuda")
         outs = []
-        for kern in variants.values():
+        for text in variants.values():
             O = O0.clone()
-            with using(kern):
-                cols(X, ws[0], O, cfg)
+            cols(X, ws[0], O, replace(cfg, source=text))
             outs.append(O)
         same.append(all(torch.equal(outs[0], o) for o in outs[1:]))
         for _ in range(rounds):
-            for v, kern in variants.items():
-                O = O0.clone()
-                with using(kern):
-                    best[v][i] = min(best[v][i], in_graph_us(lambda w: cols(X, w, O, cfg), ws))
+            for v, text in variants.items():
+                O, c = O0.clone(), replace(cfg, source=text)
+                best[v][i] = min(best[v][i], in_graph_us(lambda w: cols(X, w, O, c), ws))
     for v in variants:
         print(f"| {name} | {v} | " + " | ".join(f"{u:.2f}" for u in best[v]) + " |", flush=True)
     first, last = list(variants)[0], list(variants)[-1]
@@ -156,7 +126,7 @@ def main():
     counts = [int(c) for c in args.columns.split(",")]
     print(f"\n{args.shape}, bf16, {torch.cuda.get_device_name()}: us per launch, cold weights, PDL on")
     if args.against:
-        variants = {"before": kernels_from(source_from(args.against)), "now": cols_gemv._kernel}
+        variants = {"before": source_from(args.against), "now": None}
         print("| launch | variant | " + " | ".join(f"n={c}" for c in counts) + " |")
         print("|---|---|" + "---:|" * len(counts))
         for spec in specs(args.shape):
