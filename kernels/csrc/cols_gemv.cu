@@ -10,8 +10,9 @@
 // Column c's arithmetic does not depend on CG or on the other columns: the staged activation's sum of squares
 // (per thread in k order, a shuffle tree, then the warps in order), every product and sum written out as
 // float32 operations in a fixed order (compiled with --fmad=false: no contraction the compiler could choose
-// differently per variant), shuffle trees per column, the WK warps' partials added in order. So a verify step
-// (CG columns) computes for each column the bits of the plain step (one column).
+// differently per variant), one xor-shuffle tree per sum (warp_sums: stages scattered over the lanes, the same
+// tree whatever the CG x rows sums a warp holds), the WK warps' partials added in order. So a verify step (CG
+// columns) computes for each column the bits of the plain step (one column).
 // A lane reads 16-byte chunks (8 weights) of its rows, chunk c = lane + 32 * (wk + WK * i); batches of U chunks
 // per row in registers, the next batch loaded while this one is multiplied, the first before the PDL wait. The
 // activation (times norm_w) is staged once per CTA in shared memory, half-chunk float4 j of chunk c of column q
