@@ -53,44 +53,6 @@ __device__ __forceinline__ void load_batch(const u32* const* wrow, const bool* o
     }
 }
 
-// A warp's N partials per lane summed over its lanes, scattered: splits<N, P>() butterfly stages in which a lane
-// keeps half of what it carries and adds its partner's copy of that half (offsets 16, 8, ...), then xor stages
-// over the rest. A lane ends with N >> splits values (flat indices base, base + 1, ...), which 32 >> splits lanes
-// share. Each sum is the xor tree's, the same bits as every lane adding every value (each stage adds the lane's
-// value and its partner's, as before), with far fewer shuffles: 8 partials 12 instead of 40. P values that stay
-// on one lane (a unit's gate and up).
-template <int N, int P> __host__ __device__ constexpr int splits() {
-  int s = 0, m = N;
-  while (s < 5 && m % (2 * P) == 0) { m /= 2; ++s; }
-  return s;
-}
-
-template <int N, int S> __device__ __forceinline__ void split_stage(float* v, int lane, int& base) {
-  constexpr int off = 16 >> S, h = (N >> S) / 2;
-  const bool hi = lane & off;
-#pragma unroll
-  for (int j = 0; j < h; ++j) {
-    const float send = hi ? v[j] : v[j + h], keep = hi ? v[j + h] : v[j];
-    v[j] = __fadd_rn(keep, __shfl_xor_sync(0xffffffffu, send, off));
-  }
-  if (hi) base += h;
-}
-
-template <int N, int P> __device__ __forceinline__ int warp_sums(float* v, int lane) {
-  constexpr int S = splits<N, P>();
-  int base = 0;
-  if (S > 0) split_stage<N, 0>(v, lane, base);
-  if (S > 1) split_stage<N, 1>(v, lane, base);
-  if (S > 2) split_stage<N, 2>(v, lane, base);
-  if (S > 3) split_stage<N, 3>(v, lane, base);
-  if (S > 4) split_stage<N, 4>(v, lane, base);
-#pragma unroll
-  for (int off = 16 >> S; off > 0; off >>= 1)
-#pragma unroll
-    for (int j = 0; j < (N >> S); ++j) v[j] = __fadd_rn(v[j], __shfl_xor_sync(0xffffffffu, v[j], off));
-  return base;
-}
-
 // The GEMV's partials: CG * NROWS a lane, gate and up of a unit together; flat index of acc[q][r].
 #define NV (CG * NROWS)
 #define PAIR (MODE == 2 ? 2 : 1)

@@ -466,16 +466,34 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
   float4 nwp[NPRE];  // what does not depend on the previous phase first: norm weights, bias
 #pragma unroll
   for (int i = 0; i < NPRE; ++i) nwp[i] = norm4<NORM_KIND>(ph.norm_w, (tid + i * NCONSUMER) * 4, K);
-  const int my = 2 * warp + (lane & 1);  // the tile row lanes 0 and 1 write
-  const float bias0 = BIAS_KIND >= 0 && lane < 2 && my < nu ? any_f32<BIAS_KIND>(ph.bias, u0 + my) : 0.f;
+  // The warp's 2 x NTOK sums (token t, row 2w + r at flat index 2t + r) end scattered over its lanes (warp_sums):
+  // a lane holds KEPT of them from index `base`, known now; one lane of the NDUP holding a sum writes it.
+  constexpr int NSUM = 2 * NTOK, S = splits<NSUM, 1>(), KEPT = NSUM >> S, NDUP = 32 >> S;
+  const int base = scatter_base<NSUM, 1>(lane);
+  bool writes[KEPT];
+  int tok[KEPT], my[KEPT];  // sum j: token, tile row
+  float bias0[KEPT];
+#pragma unroll
+  for (int j = 0; j < KEPT; ++j) {
+    writes[j] = (lane & (NDUP - 1)) == j % NDUP;
+    tok[j] = (base + j) >> 1, my[j] = 2 * warp + ((base + j) & 1);
+    bias0[j] = BIAS_KIND >= 0 && writes[j] && my[j] < nu ? any_f32<BIAS_KIND>(ph.bias, u0 + my[j]) : 0.f;
+  }
   phase_wait();
   // the residual beside the activation (FUSE 1: rank 0's rows of x only; the other ranks start from zero)
   const bool has_res = MODE == 1 && (FUSE != 1 || f.rank == 0);
-  float res0[NTOK], rstd[NTOK];
+  float res0[KEPT];
 #pragma unroll
-  for (int t = 0; t < NTOK; ++t)
-    res0[t] = has_res && lane < 2 && my < nu ? __ldcg(ph.out + (size_t)t * ph.units + u0 + my) : 0.f;
+  for (int j = 0; j < KEPT; ++j)
+    res0[j] = has_res && writes[j] && my[j] < nu ? __ldcg(ph.out + (size_t)tok[j] * ph.units + u0 + my[j]) : 0.f;
+  float rstd[NTOK], rs[KEPT];
   stage_tokens<NORM_KIND, NPRE, false>(ph, K, f, nwp, red, eps, rstd, xs, K);
+#pragma unroll
+  for (int j = 0; j < KEPT; ++j) {  // token tok[j]'s (selects: no register array indexed at run time)
+    rs[j] = rstd[0];
+#pragma unroll
+    for (int t = 1; t < NTOK; ++t) rs[j] = t == tok[j] ? rstd[t] : rs[j];
+  }
   for (int g = 0; g < nu; g += MT) {
     float a0[NTOK], b0[NTOK], a1[NTOK], b1[NTOK];  // rows 2w and 2w + 1, two chains each, per token
 #pragma unroll
@@ -501,29 +519,26 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
     }
-    const int lr = g + my;
+    float v[NSUM];
 #pragma unroll
-    for (int t = 0; t < NTOK; ++t) {
-      float y0 = a0[t] + b0[t], y1 = a1[t] + b1[t];
-      for (int o = 16; o > 0; o >>= 1) {
-        y0 += __shfl_xor_sync(0xffffffffu, y0, o);
-        y1 += __shfl_xor_sync(0xffffffffu, y1, o);
-      }
-      if (lane < 2 && lr < nu) {
-        const float y = lane ? y1 : y0;
-        float* out = ph.out + (size_t)t * ph.units;
-        if (MODE == 0) {
-          float o = y * rstd[t];
-          if (BIAS_KIND >= 0) o += g == 0 ? bias0 : any_f32<BIAS_KIND>(ph.bias, u0 + lr);
-          out[u0 + lr] = o;
-        } else {
-          const float o = (g == 0 ? res0[t] : has_res ? __ldcg(out + u0 + lr) : 0.f) + y;
+    for (int t = 0; t < NTOK; ++t) v[2 * t] = a0[t] + b0[t], v[2 * t + 1] = a1[t] + b1[t];
+    warp_sums<NSUM, 1>(v, lane);  // v[j]: sum base + j, the xor tree's bits
+#pragma unroll
+    for (int j = 0; j < KEPT; ++j) {
+      const int lr = g + my[j];
+      if (!writes[j] || lr >= nu) continue;
+      float* out = ph.out + (size_t)tok[j] * ph.units;
+      if (MODE == 0) {
+        float o = v[j] * rs[j];
+        if (BIAS_KIND >= 0) o += g == 0 ? bias0[j] : any_f32<BIAS_KIND>(ph.bias, u0 + lr);
+        out[u0 + lr] = o;
+      } else {
+        const float o = (g == 0 ? res0[j] : has_res ? __ldcg(out + u0 + lr) : 0.f) + v[j];
 #if FUSE == 1
-          ll_push(f, ph.units, u0 + lr, o);
+        ll_push(f, ph.units, u0 + lr, o);
 #else
-          out[u0 + lr] = o;
+        out[u0 + lr] = o;
 #endif
-        }
       }
     }
   }
@@ -575,13 +590,18 @@ __device__ __forceinline__ void consume_ring(const Phase& ph, int& s, const unsi
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
     }
+    constexpr int NSUM = 4 * NTOK, S = splits<NSUM, 1>(), KEPT = NSUM >> S, NDUP = 32 >> S;
+    float v[NSUM];  // token t, row r0 + i at flat index 4t + i; scattered over the lanes (warp_sums)
 #pragma unroll
     for (int i = 0; i < 4; ++i)
 #pragma unroll
-      for (int t = 0; t < NTOK; ++t) {
-        float y = a[i][t] + b[i][t];
-        for (int o = 16; o > 0; o >>= 1) y += __shfl_xor_sync(0xffffffffu, y, o);
-        if (lane == 0) acc[(t * 2 + half) * MT + r0 + i] = y;
+      for (int t = 0; t < NTOK; ++t) v[4 * t + i] = a[i][t] + b[i][t];
+    const int base = warp_sums<NSUM, 1>(v, lane);
+#pragma unroll
+    for (int j = 0; j < KEPT; ++j)
+      if ((lane & (NDUP - 1)) == j % NDUP) {
+        const int t = (base + j) >> 2, i = (base + j) & 3;
+        acc[(t * 2 + half) * MT + r0 + i] = v[j];
       }
     consumers_sync();
     for (int i = tid; i < NTOK * MT; i += NCONSUMER) {
