@@ -448,7 +448,8 @@ __device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const u
 // Modes 0 and 1 (QKV, o_proj: latency-bound, a few rows per CTA) on CUDA cores: the
 // activation is staged once as fp32 (times the norm weights) in xs; warp w owns rows 2w and 2w + 1 of each
 // 16-row tile, lane l the 8-column chunks l, l + 32, ... of each slot (16-byte shared loads, conflict-free),
-// fp32 FMAs in two chains per row, the warp's sums reduced by shuffles, lanes 0 and 1 write the two rows.
+// fp32 FMAs in two chains per row, the warp's sums reduced by shuffles (warp_sums), each written by a lane that
+// holds it.
 // (A tensor-core path like gate/up's, with the activation split into MMA fragments, chained MMAs and a
 // cross-warp reduction, made the 1.5B step 13 us and the Qwen3 / 3B steps 5 us slower; kernels/PERF.md.)
 __device__ __forceinline__ float dot4(u32 wa, u32 wb, float4 x) {
