@@ -181,6 +181,12 @@ class _Params(ctypes.Structure):
                 ("units", ctypes.c_int), ("groups", ctypes.c_int), ("ncols", ctypes.c_int), ("eps", ctypes.c_float)]
 
 
+def lane_chunks(k: int, wk: int) -> int:
+    """16-byte chunks of a row a lane of the CUDA-core kernel reads at most (K split over wk warps): U past it
+    builds the same kernel (source clamps it)."""
+    return -(-(k // 8) // (32 * wk))
+
+
 def source(mode: str, k: int, cg: int, cfg: Config, wkind: int, norm_kind: int = -1, bias_kind: int = -1
            ) -> tuple[str, str]:
     """(CUDA source, kernel name) of a variant; kinds: -1 none, 0 bf16, 1 fp16, 2 fp32."""
@@ -191,7 +197,7 @@ def source(mode: str, k: int, cg: int, cfg: Config, wkind: int, norm_kind: int =
         assert cfg.SK == 1 or mode != "lm_head", "the LM head does not split K"
         per = -(-mma_steps(k, cfg.SK) // cfg.WK)
     else:
-        per = -(-(k // 8) // (32 * cfg.WK))
+        per = lane_chunks(k, cfg.WK)
     defines = {"KERNEL_NAME": name, "MODE": m, "KDIM": k, "CG": cg, "R": cfg.R, "WK": cfg.WK, "NW": cfg.NW,
                "U": max(1, min(cfg.U, per)), "WKIND": wkind, "NORM_KIND": norm_kind, "BIAS_KIND": bias_kind,
                "SK": cfg.SK}

@@ -10,8 +10,8 @@ the tensor-core kernel's mma_config_for where K fits; --sweep: other (R, WK, NW)
 per CTA, other (WK, NW, U) of the tensor-core kernel), 24 launches back to back in one CUDA graph over rotating weight copies
 (lab.bench_kernels.in_graph_us), PDL on. --against DIR: the default configs only, compiled from DIR's
 cols_gemv.cu ("before") and from this tree ("now"), timed in turn over --rounds (the best of each) and their
-outputs compared bit for bit (a kernel change that must keep every column's bits). Not a test; the end-to-end number is `inference.bench --workload
-verify` / lab.profile_verify.
+outputs compared bit for bit (a kernel change that must keep every column's bits). Not a test; the end-to-end
+number is `inference.bench --workload verify` / lab.profile_verify.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import torch
 
-from kernels.cols_gemv import (bits_key, config_for, cols_gemv_residual, cols_lm_head_argmax,
+from kernels.cols_gemv import (bits_key, config_for, lane_chunks, cols_gemv_residual, cols_lm_head_argmax,
                                cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv, mma_config_for, mma_fits)
 from kernels.gate_up_silu import rmsnorm_gate_up_silu
 from kernels.gemv_residual import gemv_residual
@@ -72,7 +72,7 @@ def specs(shape: str):
 
 def effective(k: int, cfg):
     """The CUDA-core config as the kernel builds it: U at most a lane's chunks per row (kernels.cols_gemv.source)."""
-    return replace(cfg, U=max(1, min(cfg.U, -(-(k // 8) // (32 * cfg.WK)))))
+    return replace(cfg, U=max(1, min(cfg.U, lane_chunks(k, cfg.WK))))
 
 
 def source_from(csrc: Path, name: str = "cols_gemv.cu") -> str:
@@ -123,6 +123,8 @@ def main():
     p.add_argument("--against", type=Path, help="a kernels/csrc folder: its cols_gemv.cu (before) vs this tree's")
     p.add_argument("--rounds", type=int, default=3, help="--against: rounds in turn (the best of each)")
     args = p.parse_args()
+    if args.against and not (args.against / "cols_gemv.cu").is_file():
+        p.error(f"--against {args.against}: no cols_gemv.cu there (a kernels/csrc folder, e.g. .before/kernels/csrc)")
     counts = [int(c) for c in args.columns.split(",")]
     print(f"\n{args.shape}, bf16, {torch.cuda.get_device_name()}: us per launch, cold weights, PDL on")
     if args.against:

@@ -60,6 +60,12 @@ def main():
     p.add_argument("--cuobjdump", default=shutil.which("cuobjdump") or "cuobjdump")
     p.add_argument("--dump", type=Path, help="write this tree's SASS here")
     args = p.parse_args()
+    if args.against and not (args.against / "cols_gemv.cu").is_file():
+        p.error(f"--against {args.against}: no cols_gemv.cu there (a kernels/csrc folder, e.g. .before/kernels/csrc)")
+    if not shutil.which(args.cuobjdump):
+        p.error(f"no cuobjdump at {args.cuobjdump!r} (--cuobjdump PATH; see the docstring for where to get one)")
+    if args.k % 8:
+        p.error(f"K={args.k}: the column GEMVs take K a multiple of 8")
     norm = KINDS[args.norm] if args.norm else (-1 if args.mode == "residual" else 0)
     cfg = Config(R=args.r, WK=args.wk, NW=args.nw, U=args.u, CG=args.cg)
     variants = {"now": None} | ({"before": source_from(args.against)} if args.against else {})
