@@ -6,13 +6,13 @@
 //   for CTAs of few long rows, down_proj); NORM_KIND / BIAS_KIND
 //   (-1 none, 0 bf16, 1 fp16, 2 fp32); EARLY (release the next kernel at the CTA's start instead of after
 //   the consumers' PDL wait); PF (the producer prefetches its share of pf into L2 after its copies); MT rows per
-//   tile and slot (even, up to 16).
+//   tile and slot (even, up to 32); NWARP consumer warps (default 8).
 // Weights: q [N, K] e4m3 row-major, scale / offset [N, K/32] float32, w = offset + scale * q per group of 32.
 // CTA b owns units [b * N / grid, (b + 1) * N / grid) (gate/up: those gate rows, then the same up rows),
 // in tiles of MT rows. The producer warp copies each tile slot by slot (MT rows x KC columns of q, and their
 // scales and offsets: with KC == KDIM three bulk copies a tile, rows being contiguous; else three a row, each
 // lane its rows' copies: small copies issued by one thread made down_proj 1.5x slower) from the kernel's
-// start: weights do not depend on the previous kernel. 8 consumer warps wait for the
+// start: weights do not depend on the previous kernel. NWARP consumer warps (8 unless the launcher says) wait for the
 // previous kernel (PDL), stage the activation once in shared memory (transposed float4s times 2^64 and each
 // 16-value chunk's sum, as kernels/csrc/fp8_gemv.cu does). The warps form NWARP / WKS groups; group g takes
 // the row pairs g, g + NWARP / WKS, ... of each tile, its WKS warps the 16-byte chunks lane + 32 * (wk + WKS
@@ -21,7 +21,9 @@
 // sums by shuffles into part[row * WKS + wk], added in wk order by the mode's epilogue.
 #include "common.cuh"
 #include "fp8_common.cuh"
-#define NWARP 8
+#ifndef NWARP
+#define NWARP 8                          // consumer warps
+#endif
 #define NCONSUMER (NWARP * 32)
 #ifndef MT
 #define MT 16                            // rows per tile (the launcher's plan: fewer where a CTA has fewer rows)

@@ -46,7 +46,7 @@ def test_slots_slice_long_rows_evenly_in_multiples_of_128():
 
 def test_ctas_of_a_few_long_rows_split_each_row_pair_over_four_warps():
     assert plan("residual", 1536, 8960, 132)["wks"] == 4  # down_proj: 12 rows a CTA, 5 slots a row
-    assert plan("gate_up", 8960, 1536, 132)["wks"] == 1 and plan("residual", 1536, 1536, 132)["wks"] == 1
+    assert plan("residual", 1536, 1536, 132)["wks"] == 1 and plan("gate_up", 4864, 896, 132)["wks"] == 1
     assert plan("residual", 1536, 8960, 132)["sums"] == 12 * 4
     assert plan("residual", 1536, 8960, 132, wks=2)["wks"] == 2  # a probe's override
 
@@ -61,6 +61,24 @@ def test_tiles_hold_a_ctas_rows_where_it_has_fewer_than_16():
     assert down["mt"] == 12 and down["stages"] >= 8960 // down["kc"]  # every slot of a row in flight at once
     assert plan("residual", 896, 4864, 132)["mt"] == 8 and plan("rmsnorm_gemv", 2048, 1536, 132)["mt"] == 16
     assert plan("gate_up", 8960, 1536, 132)["mt"] == 16
+
+
+def test_gate_up_of_whole_rows_gives_each_lane_one_chunk_of_a_row_pair():
+    for k, warps in ((1536, 12), (2048, 16)):  # K / 16 chunks over K / 512 warps, four row pairs at once
+        p = plan("gate_up", 8960, k, 132)
+        assert (p["warps"], p["wks"]) == (warps, k // 512) and p["kc"] == k
+    assert (plan("gate_up", 4864, 896, 132)["warps"], plan("gate_up", 11008, 2560, 132)["warps"]) == (8, 8)
+
+
+def test_a_launch_may_override_the_consumer_warps_and_rows_per_tile():
+    p = plan("gate_up", 8960, 1536, 132, warps=12, wks=3, mt=24)
+    assert (p["warps"], p["wks"], p["mt"]) == (12, 3, 24) and plan("residual", 1536, 8960, 132)["warps"] == 8
+    assert p["smem"] <= 227 << 10 and p["stages"] >= 2
+    assert "#define NWARP 12\n" in source("gate_up", 1536, 1536, 4, 0, -1, wks=3, mt=24, warps=12)[0]
+    with pytest.raises(AssertionError):
+        source("gate_up", 1536, 1536, 4, warps=12, wks=5)  # the warps split into whole row-pair groups
+    with pytest.raises(AssertionError):
+        source("gate_up", 1536, 1536, 4, mt=34)
 
 
 def test_k_must_be_a_multiple_of_128():
@@ -117,6 +135,22 @@ def test_gpu_odd_units_small_rings_and_norm_kinds(n, k, budget, name, gen):
     out, ref = run(name, w, x, nw, bias, budget=budget)
     torch.cuda.synchronize()
     assert rel_err(out, ref) <= 1e-5, (n, k, budget)
+
+
+@pytest.mark.gpu
+@HOPPER
+@pytest.mark.parametrize("over", [{"warps": 4}, {"warps": 12, "wks": 3}, {"warps": 16, "wks": 4},
+                                  {"warps": 12, "mt": 24}, {"warps": 16, "mt": 32}, {"warps": 24, "wks": 8}])
+@pytest.mark.parametrize("name,n,k", [("gate_up", 17920, 1536), ("down", 1536, 8960), ("qkv", 2560, 2048),
+                                      ("gate_up", 300, 1536)])
+def test_gpu_other_consumer_warps_and_tiles_match_the_references(name, n, k, over, gen):
+    """lab.probe_fp8_stream's variants: other consumer warps, warps per row pair and rows per tile."""
+    w = fp8_weight(n, k, gen)
+    x = randn(k, gen=gen, scale=2.0)
+    nw = randn(k, gen=gen, dtype=torch.bfloat16)
+    out, ref = run(name, w, x, nw, **over)
+    torch.cuda.synchronize()
+    assert rel_err(out, ref) <= 1e-5, over
 
 
 @pytest.mark.gpu
