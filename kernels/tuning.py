@@ -59,6 +59,11 @@ class Tuning:
                         "PERF.md: CUDA cluster attention")
     fp8_cuda_gemv: bool = knob(True, "FP8 weights: the CUDA C GEMVs (kernels.fp8_cuda_gemv) instead of the Triton "
                                "FP8 kernels", "PERF.md: FP8 CUDA GEMVs")
+    fp8_attention_early: bool = knob(True, "in the FP8 step the CUDA attention releases o_proj (PDL) at its start "
+                                     "(as beside the streamed bf16 GEMVs), so o_proj's CTAs load weights beside it "
+                                     "(H200 step: 1.5B 948.1 -> 938.1 us, 3B 1563.6 -> 1533.5; Llama-3.2-1B, "
+                                     "head_dim 64, runs the Triton attention: 688.0 / 687.7)",
+                                     "PERF.md: FP8 CUDA GEMVs")
     fp8_o_proj_early: bool = knob(False, "the CUDA FP8 o_proj releases gate/up (PDL) right after its wait, so "
                                   "gate/up's CTAs load weights beside it", "PERF.md: FP8 CUDA GEMVs")
     fp8_stream: tuple[str, ...] = knob(("gate_up", "down"), "the FP8 GEMVs of these weights (qkv, o, gate_up, "
@@ -175,7 +180,7 @@ def generic(info: DeviceInfo) -> Tuning:
     return replace(H200, name="generic", why=f"fallback for {info.name}: {info.sms} SMs, "
                    f"{info.smem_per_block >> 10} KB shared memory per block, {info.l2_bytes >> 20} MB L2",
                    cuda_attention=False, stream_gemv=False, stream_verify=False, stream_down=False, stream_head=False,
-                   fp8_cuda_gemv=False,
+                   fp8_cuda_gemv=False, fp8_attention_early=False,
                    fp8_stream=(),
                    cols_gemv_max_hidden=0,
                    gate_up_l2_prefetch=0, down_l2_prefetch=prefetch,

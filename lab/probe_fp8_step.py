@@ -3,7 +3,8 @@
     python -m lab.probe_fp8_step [--shapes a,b] [--context 512] [--variants "triton,cuda,cuda/e,cuda/n"]
 
 Variants: "triton" (the Triton FP8 GEMVs), "cuda" (kernels.fp8_cuda_gemv, this GPU's tuning row), then flags
-after "/": "e" o_proj releases gate/up right after its PDL wait (the row's fp8_o_proj_early), "n" no
+after "/": "a" the CUDA attention releases o_proj at its start (fp8_attention_early), "e" o_proj releases gate/up
+right after its PDL wait (the row's fp8_o_proj_early), "n" no
 down_proj L2 prefetch (fp8_down_l2_prefetch = 0), "s" the streamed FP8 GEMVs (kernels.fp8_stream_gemv) for all
 four weights, "q" / "o" / "g" / "d" each for QKV / o_proj / gate/up / down, "c" none (CUDA-core kernels only;
 the row's fp8_stream); set through FastRunner.use_tuning. Each variant: the
@@ -29,6 +30,8 @@ def use(runner, variant: str) -> None:
     row = for_device(runner.device)
     if "e" in flags:
         row = replace(row, fp8_o_proj_early=True)
+    if "a" in flags:
+        row = replace(row, fp8_attention_early=True)
     if "n" in flags:
         row = replace(row, fp8_down_l2_prefetch=0)
     streamed = tuple(w for f, w in (("q", "qkv"), ("o", "o"), ("g", "gate_up"), ("d", "down")) if f in flags or "s" in flags)

@@ -281,7 +281,8 @@ def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str,
                gemv_kind: str) -> LayerPlan:
     """FP8 weights: the CUDA C FP8 GEMVs (gemv_kind "cuda") or the kernels/fp8_* Triton twins of the
     weight-reading launches; the same attention."""
-    workspace, attention = _attention(t, attention_mode, attention_kind, False, None)
+    early = t.fp8_attention_early and gemv_kind == "cuda"  # a Triton o_proj released early would only wait
+    workspace, attention = _attention(t, attention_mode, attention_kind, early, None)
     n = t.fp8_down_l2_prefetch
     fp8 = "fp8_cuda_" if gemv_kind == "cuda" else "fp8_"
     ahead = Prefetch("next_bytes", n) if n else None

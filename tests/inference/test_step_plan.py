@@ -273,6 +273,9 @@ def test_fp8_weights_plan_the_cuda_fp8_gemvs_at_every_position():
             "fp8_stream_gemv_residual", "fp8_rmsnorm_gemv", "fp8_lm_head_argmax"]  # the LM head stays Triton
         assert kwargs(p.down)["l2_prefetch"] == Prefetch("next_bytes", 2 << 20)
     assert (plan.at(0).attention_kind, plan.at(1024).attention_kind) == ("cuda", "triton")
+    # the CUDA attention releases o_proj at its start (the row's fp8_attention_early): its CTAs load weights beside it
+    assert kwargs(plan.at(0).attention)["early"] is True
+    assert kwargs(plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="triton").at(0).attention)["early"] is False
     assert plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", gemv="overlap").gemv_mode == "cuda"
     # FastRunner.use_attention passes the plan's resolved gemv mode back in
     assert plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8", attention="triton", gemv=plan.gemv_mode) == \
