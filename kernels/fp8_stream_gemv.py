@@ -17,6 +17,7 @@ kernels/csrc/fp8_stream_gemv.cu.
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 from functools import lru_cache
 
 import torch
@@ -58,25 +59,36 @@ def slot_columns(k: int, cap: int = MAX_KC) -> int:
 # idle: 12.61). down_proj gained from no count (4 to 24 warps).
 
 
-def plan(mode: str, units: int, k: int, sms: int, budget: int | None = None, wks: int | None = None,
-         warps: int | None = None, mt: int | None = None) -> dict:
+@dataclass(frozen=True)
+class Config:
+    """A launch's overrides of its plan (None: the plan's): consumer warps, warps per row pair (wks), rows per tile
+    (mt), most columns per ring slot (kc), CTAs (grid; one an SM by default). For probes (lab.probe_fp8_stream)."""
+    warps: int | None = None
+    wks: int | None = None
+    mt: int | None = None
+    kc: int | None = None
+    grid: int | None = None
+
+
+def plan(mode: str, units: int, k: int, sms: int, budget: int | None = None, config: Config = Config()) -> dict:
     """Grid (one CTA per SM, at most one per unit), consumer warps (NWARP), warps per row pair (4 where a CTA has a
     single tile of rows longer than a slot: down_proj; else 1), columns per slot, ring slots, per-row partial sums
-    and dynamic shared memory (bytes, at most `budget`) of a launch; `wks`, `warps` and `mt` override the plan's
-    (gate/up at K = 1536 or 2048: K / 512 warps a row pair, 4 pairs at once; see the comment above).
+    and dynamic shared memory (bytes, at most `budget`) of a launch; `config` overrides the plan's choices (gate/up
+    at K = 1536 or 2048: K / 512 warps a row pair, 4 pairs at once; see the comment above).
     Tiles (and ring slots) have mt rows: MT, or a CTA's rows (rounded up to even) where it has fewer, so that the
     slots hold no empty rows and more of them fit the budget (the 1.5B's down_proj: 12 rows a CTA, all five slots
     of a row in flight at once instead of four), and a ring has no more slots than the CTA fills."""
     budget = budget or SMEM_BUDGET
-    grid = max(1, min(sms, units))
+    grid = max(1, min(config.grid or sms, units))
     per_cta = -(-units // grid)
+    wks, warps = config.wks, config.warps
     if mode == "gate_up" and k % 512 == 0 and k // 512 in (3, 4) and wks is None and warps is None:
         wks, warps = k // 512, 4 * (k // 512)  # one 16-byte chunk of a row a lane (above)
     wks = wks or (4 if per_cta <= MT and k > MAX_KC else 1)
-    mt = min(mt or MT, per_cta + per_cta % 2)
+    mt = min(config.mt or MT, per_cta + per_cta % 2)
     sums = MODES[mode][2] * per_cta * wks
     fixed = 4 * k + 4 * (k // 16) + 4 * sums  # staged activation, chunk sums, row sums
-    kc = slot_columns(k)
+    kc = slot_columns(k, config.kc or MAX_KC)
 
     def stage(c: int) -> int:  # bytes of a slot: e4m3, then the scales and offsets
         return mt * c + 2 * mt * (c // 32) * 4
@@ -123,7 +135,7 @@ def supported(q: torch.Tensor) -> bool:
 
 def _launch(mode: str, q, scale, offset, act, out, units: int, *, norm_w=None, bias=None, eps: float = 1e-6,
             pdl: bool = False, early: bool = False, pf: torch.Tensor | None = None, budget: int | None = None,
-            wks: int | None = None, warps: int | None = None, mt: int | None = None) -> None:
+            config: Config | None = None) -> None:
     assert supported(q), "the streamed FP8 GEMVs need contiguous e4m3 weights, K % 128 == 0, a Hopper GPU with NVRTC"
     assert scale.is_contiguous() and offset.is_contiguous() and scale.data_ptr() % 16 == 0 \
         and offset.data_ptr() % 16 == 0, "scale and offset: contiguous, 16-byte aligned (bulk copies)"
@@ -132,7 +144,7 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, *, norm_w=None, b
         "norm_w must be aligned to 4 of its elements (read 4 at a time)"
     dev = q.device.index if q.device.index is not None else torch.cuda.current_device()
     k = q.shape[1]
-    p = plan(mode, units, k, _sms(dev), budget, wks, warps, mt)
+    p = plan(mode, units, k, _sms(dev), budget, config or Config())
     kern = _kernel(dev, mode, k, p["kc"], p["stages"], p["smem"], -1 if norm_w is None else _KIND[norm_w.dtype],
                    -1 if bias is None else _KIND[bias.dtype], early, pf is not None, p["wks"], p["mt"], p["warps"])
     prm = _Params(q.data_ptr(), scale.data_ptr(), offset.data_ptr(), act.data_ptr(),
@@ -145,46 +157,43 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, *, norm_w=None, b
 def fp8_stream_rmsnorm_gemv(
     x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor, out: torch.Tensor,
     norm_w: torch.Tensor | None = None, eps: float = 1e-6, bias: torch.Tensor | None = None,
-    *, pdl: bool = False, early: bool = False, budget: int | None = None, wks: int | None = None,
-    warps: int | None = None, mt: int | None = None,
+    *, pdl: bool = False, early: bool = False, budget: int | None = None, config: Config | None = None,
 ) -> torch.Tensor:
     """Same contract as kernels.fp8_rmsnorm_gemv.fp8_rmsnorm_gemv (reference: fp8_rmsnorm_gemv_ref); early:
-    release the next kernel (PDL) at the start; budget: shared memory per CTA (default SMEM_BUDGET); wks, warps,
-    mt: as fp8_stream_gemv_residual's."""
+    release the next kernel (PDL) at the start; budget: shared memory per CTA (default SMEM_BUDGET); config: the
+    plan's overrides (Config)."""
     check_fp8(q, scale, offset)
     n, k = q.shape
     check_rmsnorm_gemv_args(n, k, x, out, norm_w, bias, q.device)
     _launch("rmsnorm_gemv", q, scale, offset, x, out, n, norm_w=norm_w, bias=bias, eps=eps, pdl=pdl, early=early,
-            budget=budget, wks=wks, warps=warps, mt=mt)
+            budget=budget, config=config)
     return out
 
 
 def fp8_stream_gemv_residual(a: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor,
                              x: torch.Tensor, *, pdl: bool = False, l2_prefetch: torch.Tensor | None = None,
-                             early: bool = False, budget: int | None = None, wks: int | None = None,
-                             warps: int | None = None, mt: int | None = None) -> torch.Tensor:
+                             early: bool = False, budget: int | None = None,
+                             config: Config | None = None) -> torch.Tensor:
     """Same contract as kernels.fp8_gemv_residual.fp8_gemv_residual (reference: fp8_gemv_residual_ref):
     x[N] += W @ a in place; l2_prefetch: a flat tensor (16-byte aligned, a multiple of 16 bytes) whose bytes
-    the producers prefetch into L2 after their copies, an even share each; wks, warps, mt: warps per row pair,
-    consumer warps, rows per tile (None: the plan's)."""
+    the producers prefetch into L2 after their copies, an even share each; config: the plan's overrides."""
     n, k = check_residual_args(a, q, scale, offset, x)
     pf = None
     if l2_prefetch is not None:
         pf = l2_prefetch.reshape(-1).view(torch.uint8)
         assert pf.numel() % 16 == 0 and pf.data_ptr() % 16 == 0, "l2_prefetch: 16-byte aligned, 16-byte multiple"
-    _launch("residual", q, scale, offset, a, x, n, pdl=pdl, early=early, pf=pf, budget=budget, wks=wks, warps=warps,
-            mt=mt)
+    _launch("residual", q, scale, offset, a, x, n, pdl=pdl, early=early, pf=pf, budget=budget, config=config)
     return x
 
 
 def fp8_stream_rmsnorm_gate_up_silu(
     x: torch.Tensor, norm_w: torch.Tensor, eps: float, q: torch.Tensor, scale: torch.Tensor,
     offset: torch.Tensor, out: torch.Tensor, *, pdl: bool = False, early: bool = False, budget: int | None = None,
-    wks: int | None = None, warps: int | None = None, mt: int | None = None,
+    config: Config | None = None,
 ) -> torch.Tensor:
     """Same contract as kernels.fp8_gate_up_silu.fp8_rmsnorm_gate_up_silu (reference:
-    fp8_rmsnorm_gate_up_silu_ref); wks, warps, mt: as fp8_stream_gemv_residual's."""
+    fp8_rmsnorm_gate_up_silu_ref); config: the plan's overrides."""
     i, k = check_gate_up_args(x, norm_w, q, scale, offset, out)
     _launch("gate_up", q, scale, offset, x, out, i, norm_w=norm_w, eps=eps, pdl=pdl, early=early, budget=budget,
-            wks=wks, warps=warps, mt=mt)
+            config=config)
     return out

@@ -15,7 +15,7 @@ import torch
 
 from inference.quant import quantize_fp8
 from kernels.fp8_cuda_gemv import fp8_cuda_gemv_residual, fp8_cuda_rmsnorm_gate_up_silu
-from kernels.fp8_stream_gemv import fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu
+from kernels.fp8_stream_gemv import Config, fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu
 
 
 def main(argv=None) -> None:
@@ -29,15 +29,15 @@ def main(argv=None) -> None:
     down = [quantize_fp8(torch.randn(h, i, device="cuda", dtype=torch.bfloat16) * 0.02) for _ in range(3)]
     x, nw = torch.randn(h, device="cuda"), torch.ones(h, device="cuda", dtype=torch.bfloat16)
     a, out, r = torch.randn(i, device="cuda"), torch.zeros(i, device="cuda"), torch.zeros(h, device="cuda")
-    over = {k: v for k, v in (("warps", args.warps), ("wks", args.wks)) if v is not None}
+    over = Config(warps=args.warps, wks=args.wks)
     for w in gate_up:
         if args.stream:
-            fp8_stream_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out, **over)
+            fp8_stream_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out, config=over)
         else:
             fp8_cuda_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out)
     for w in down:
         if args.stream:
-            fp8_stream_gemv_residual(a, w.q, w.scale, w.offset, r, warps=args.warps)
+            fp8_stream_gemv_residual(a, w.q, w.scale, w.offset, r, config=Config(warps=args.warps))
         else:
             fp8_cuda_gemv_residual(a, w.q, w.scale, w.offset, r)
     torch.cuda.synchronize()

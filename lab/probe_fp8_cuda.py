@@ -27,6 +27,7 @@ from kernels import stream_gemv
 from kernels.fp8_cuda_gemv import (Config, config_for, fp8_cuda_gemv_residual, fp8_cuda_rmsnorm_gate_up_silu,
                                    fp8_cuda_rmsnorm_gemv)
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu
+from kernels.fp8_stream_gemv import Config as StreamConfig
 from kernels.fp8_stream_gemv import (fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu,
                                      fp8_stream_rmsnorm_gemv)
 from kernels.fp8_gemv_residual import fp8_gemv_residual
@@ -91,7 +92,7 @@ def launchers(kind, n, k, quick=False):
         if not quick:  # other warps per row pair than the plan's
             for wks in (1, 2, 8):
                 fns[f"fp8 stream wks{wks}"] = lambda w, v=wks: fp8_stream_gemv_residual(
-                    x, w.q, w.scale, w.offset, out, pdl=True, wks=v)
+                    x, w.q, w.scale, w.offset, out, pdl=True, config=StreamConfig(wks=v))
         fns["triton fp8"] = lambda w: fp8_gemv_residual(x, w.q, w.scale, w.offset, out, pdl=True)
         fns["bf16 triton"] = lambda w: gemv_residual(x, w, out, pdl=True, tuning=tuning)
         if k < 4096:

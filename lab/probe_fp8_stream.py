@@ -21,10 +21,11 @@ import torch
 
 from inference.quant import quantize_fp8
 from inference.synth import SHAPES
-from kernels.fp8_stream_gemv import fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu, plan
+from kernels.fp8_stream_gemv import SMEM_BUDGET, Config, fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu, plan
 from lab.bench_kernels import copies, copy_bandwidth, in_graph_us
 
-# (label, overrides of the plan: warps = consumer warps, wks = warps per row pair, mt = rows per tile)
+# (label, overrides of the plan: kernels.fp8_stream_gemv.Config's fields; per_sm: CTAs an SM, each with that share of
+# the shared-memory budget)
 VARIANTS = {
     "gate_up": [("plan", {}), ("8 warps, a warp a row pair", {"warps": 8, "wks": 1}),
                 ("4 warps", {"warps": 4, "wks": 1}), ("12 warps x 3 per pair", {"warps": 12, "wks": 3}),
@@ -32,8 +33,22 @@ VARIANTS = {
                 ("12 warps, 24-row tiles", {"warps": 12, "wks": 1, "mt": 24}),
                 ("16 warps, 32-row tiles", {"warps": 16, "wks": 1, "mt": 32})],
     "down": [("plan", {}), ("4 warps", {"warps": 4}), ("12 warps", {"warps": 12}), ("16 warps", {"warps": 16}),
-             ("16 warps x 8 per pair", {"warps": 16, "wks": 8}), ("24 warps x 8 per pair", {"warps": 24, "wks": 8})],
+             ("16 warps x 8 per pair", {"warps": 16, "wks": 8}), ("24 warps x 8 per pair", {"warps": 24, "wks": 8}),
+             ("slots of <= 1024 columns", {"kc": 1024}), ("slots of <= 1280 columns", {"kc": 1280}),
+             ("slots of <= 1024 columns, 16 warps", {"kc": 1024, "warps": 16}), ("2 CTAs an SM", {"per_sm": 2}),
+             ("2 CTAs an SM, slots of <= 1024 columns", {"per_sm": 2, "kc": 1024}),
+             # whole rows a slot (three bulk copies a tile, rows being contiguous) in tiles of a few rows
+             ("whole rows, 2-row tiles, 8 warps a pair", {"kc": 1 << 16, "mt": 2, "wks": 8}),
+             ("whole rows, 4-row tiles, 4 warps a pair", {"kc": 1 << 16, "mt": 4, "wks": 4}),
+             ("whole rows, 2-row tiles, 16 warps a pair", {"kc": 1 << 16, "mt": 2, "warps": 16, "wks": 16})],
 }
+
+
+def resolve(over: dict, sms: int) -> tuple[Config, int]:
+    """A variant's Config and shared-memory budget on a GPU of `sms` SMs."""
+    per_sm = over.get("per_sm", 1)
+    fields = {k: v for k, v in over.items() if k != "per_sm"}
+    return Config(**fields, grid=per_sm * sms if per_sm > 1 else None), SMEM_BUDGET // per_sm
 
 
 def weights(shape, op):
@@ -61,15 +76,17 @@ def main(argv=None) -> int:
             ref = None
             for label, over in VARIANTS[op]:
                 out = torch.zeros(units, device="cuda")
+                cfg, budget = resolve(over, sms)
                 if op == "gate_up":
-                    def fn(w, o=over, out=out):
-                        fp8_stream_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out, pdl=True, **o)
+                    def fn(w, c=cfg, b=budget, out=out):
+                        fp8_stream_rmsnorm_gate_up_silu(x, nw, 1e-6, w.q, w.scale, w.offset, out, pdl=True, config=c,
+                                                        budget=b)
                 else:  # x += W @ a into a zeroed out (the timed launches keep adding: same work)
-                    def fn(w, o=over, out=out):
-                        fp8_stream_gemv_residual(x, w.q, w.scale, w.offset, out, pdl=True, **o)
-                pl = plan("gate_up" if op == "gate_up" else "residual", units, k, sms, None, over.get("wks"),
-                          over.get("warps"), over.get("mt"))
-                desc = f"warps {pl['warps']} wks {pl['wks']} mt {pl['mt']} kc {pl['kc']} slots {pl['stages']}"
+                    def fn(w, c=cfg, b=budget, out=out):
+                        fp8_stream_gemv_residual(x, w.q, w.scale, w.offset, out, pdl=True, config=c, budget=b)
+                pl = plan("gate_up" if op == "gate_up" else "residual", units, k, sms, budget, cfg)
+                desc = (f"grid {pl['grid']} warps {pl['warps']} wks {pl['wks']} mt {pl['mt']} kc {pl['kc']} "
+                        f"slots {pl['stages']}")
                 try:
                     fn(ws[0])
                     torch.cuda.synchronize()

@@ -3,7 +3,7 @@
 # kernel tests (TESTS=1, default: the warps / mt overrides included), each gate/up and down_proj per launch with
 # other consumer warps, warps per row pair and rows per tile (lab.probe_fp8_stream), then Nsight Compute on the
 # 1.5B's streamed gate/up and down_proj as planned and with NCU_VARIANT's overrides (lab.ncu_fp8 --stream).
-# Usage: OUT=... BUDGET=400 [TESTS=0] [SHAPES=...] [NCU=1] [NCU_VARIANT="--warps 12 --wks 3"] bash scripts/gpu/s18.sh
+# Usage: OUT=... BUDGET=400 [TESTS=0] [SHAPES=...] [OPS=gate_up,down] [NCU=1] [NCU_VARIANT="--warps 12 --wks 3"] bash scripts/gpu/s18.sh
 #   logs: $OUT/s18/ (and $OUT/logs.tgz)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -12,7 +12,7 @@ window s18
 SHAPES=${SHAPES:-qwen2.5-coder-1.5b,llama-3.2-1b,qwen2.5-coder-3b}
 [ "${TESTS:-1}" = 1 ] && step kernel-tests 120 "${now[@]}" python3 -m pytest "${PYTEST[@]}" -x -m gpu \
   tests/kernels/test_fp8_stream_gemv.py
-step probe 200 "${now[@]}" python3 -m lab.probe_fp8_stream --shapes "$SHAPES"
+step probe 200 "${now[@]}" python3 -m lab.probe_fp8_stream --shapes "$SHAPES" --ops "${OPS:-gate_up,down}"
 SECTIONS=(--section SpeedOfLight --section Occupancy --section WarpStateStats --section SchedulerStats
   --section LaunchStats --section MemoryWorkloadAnalysis)
 if [ "${NCU:-1}" = 1 ]; then

@@ -13,7 +13,7 @@ from kernels import _cuda_rtc
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu_ref
 from kernels.fp8_gemv_residual import fp8_gemv_residual_ref
 from kernels.fp8_rmsnorm_gemv import fp8_rmsnorm_gemv_ref
-from kernels.fp8_stream_gemv import (fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu,
+from kernels.fp8_stream_gemv import (Config, fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu,
                                      fp8_stream_rmsnorm_gemv, plan, slot_columns, source)
 
 HOPPER = pytest.mark.skipif(not (torch.cuda.is_available() and _cuda_rtc.available()),
@@ -48,7 +48,7 @@ def test_ctas_of_a_few_long_rows_split_each_row_pair_over_four_warps():
     assert plan("residual", 1536, 8960, 132)["wks"] == 4  # down_proj: 12 rows a CTA, 5 slots a row
     assert plan("residual", 1536, 1536, 132)["wks"] == 1 and plan("gate_up", 4864, 896, 132)["wks"] == 1
     assert plan("residual", 1536, 8960, 132)["sums"] == 12 * 4
-    assert plan("residual", 1536, 8960, 132, wks=2)["wks"] == 2  # a probe's override
+    assert plan("residual", 1536, 8960, 132, config=Config(wks=2))["wks"] == 2  # a probe's override
 
 
 def test_a_small_budget_takes_narrower_slots():
@@ -71,7 +71,7 @@ def test_gate_up_of_whole_rows_gives_each_lane_one_chunk_of_a_row_pair():
 
 
 def test_a_launch_may_override_the_consumer_warps_and_rows_per_tile():
-    p = plan("gate_up", 8960, 1536, 132, warps=12, wks=3, mt=24)
+    p = plan("gate_up", 8960, 1536, 132, config=Config(warps=12, wks=3, mt=24))
     assert (p["warps"], p["wks"], p["mt"]) == (12, 3, 24) and plan("residual", 1536, 8960, 132)["warps"] == 8
     assert p["smem"] <= 227 << 10 and p["stages"] >= 2
     assert "#define NWARP 12\n" in source("gate_up", 1536, 1536, 4, 0, -1, wks=3, mt=24, warps=12)[0]
@@ -79,6 +79,8 @@ def test_a_launch_may_override_the_consumer_warps_and_rows_per_tile():
         source("gate_up", 1536, 1536, 4, warps=12, wks=5)  # the warps split into whole row-pair groups
     with pytest.raises(AssertionError):
         source("gate_up", 1536, 1536, 4, mt=34)
+    two = plan("residual", 1536, 8960, 132, 100 << 10, Config(grid=264, kc=1024))  # 2 CTAs an SM, narrower slots
+    assert (two["grid"], two["kc"], two["mt"]) == (264, 1024, 6) and two["smem"] <= 100 << 10
 
 
 def test_k_must_be_a_multiple_of_128():
@@ -139,16 +141,18 @@ def test_gpu_odd_units_small_rings_and_norm_kinds(n, k, budget, name, gen):
 
 @pytest.mark.gpu
 @HOPPER
-@pytest.mark.parametrize("over", [{"warps": 4}, {"warps": 12, "wks": 3}, {"warps": 16, "wks": 4},
-                                  {"warps": 12, "mt": 24}, {"warps": 16, "mt": 32}, {"warps": 24, "wks": 8}])
+@pytest.mark.parametrize("over", [Config(warps=4), Config(warps=12, wks=3), Config(warps=16, wks=4),
+                                  Config(warps=12, mt=24), Config(warps=16, mt=32), Config(warps=24, wks=8),
+                                  Config(kc=1024), Config(grid=264, kc=1024)])
 @pytest.mark.parametrize("name,n,k", [("gate_up", 17920, 1536), ("down", 1536, 8960), ("qkv", 2560, 2048),
                                       ("gate_up", 300, 1536)])
 def test_gpu_other_consumer_warps_and_tiles_match_the_references(name, n, k, over, gen):
-    """lab.probe_fp8_stream's variants: other consumer warps, warps per row pair and rows per tile."""
+    """lab.probe_fp8_stream's variants: other consumer warps, warps per row pair, rows per tile, slot widths and
+    two CTAs an SM (half the shared memory each)."""
     w = fp8_weight(n, k, gen)
     x = randn(k, gen=gen, scale=2.0)
     nw = randn(k, gen=gen, dtype=torch.bfloat16)
-    out, ref = run(name, w, x, nw, **over)
+    out, ref = run(name, w, x, nw, config=over, budget=100 << 10 if over.grid else None)
     torch.cuda.synchronize()
     assert rel_err(out, ref) <= 1e-5, over
 
