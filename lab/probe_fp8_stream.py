@@ -1,5 +1,5 @@
 """Lab probe: the streamed FP8 GEMVs (kernels.fp8_stream_gemv) per launch with other consumer-warp counts, warps
-per row pair and rows per tile than the plan's, GPU only.
+per row pair, rows per tile, slot widths or CTAs an SM than the plan's (its Config), GPU only.
 
     python -m lab.probe_fp8_stream [--shapes qwen2.5-coder-1.5b,llama-3.2-1b,qwen2.5-coder-3b] [--ops gate_up,down]
 
