@@ -9,9 +9,9 @@ Why: the CUDA-core FP8 GEMVs (kernels.fp8_cuda_gemv) are bound by their SMs, not
 an H200: gate/up's time follows the SM clock, 40% DRAM throughput; kernels/PERF.md): each short-lived CTA
 waits for its own loads, stages the activation, reduces, exits. Here, as in kernels.stream_gemv, a producer
 thread per CTA keeps bulk copies of the CTA's rows in flight from the kernel's start (weights do not depend on
-the previous kernel) while 8 consumer warps stage the activation once and work through the ring; the
-arithmetic is fp8_cuda_gemv's (hardware e4m3 -> f16 -> float32, float32 sums). CUDA C:
-kernels/csrc/fp8_stream_gemv.cu.
+the previous kernel) while the consumer warps (8; gate/up at K = 1536 / 2048: 12 / 16, see plan) stage the
+activation once and work through the ring; the arithmetic is fp8_cuda_gemv's (hardware e4m3 -> f16 ->
+float32, float32 sums). CUDA C: kernels/csrc/fp8_stream_gemv.cu.
 """
 
 from __future__ import annotations
