@@ -23,6 +23,7 @@ from inference.quant import quantize_fp8
 from inference.synth import SHAPES
 from kernels.fp8_stream_gemv import SMEM_BUDGET, Config, fp8_stream_gemv_residual, fp8_stream_rmsnorm_gate_up_silu, plan
 from lab.bench_kernels import copies, copy_bandwidth, in_graph_us
+from lab.probe_fp8_cuda import weights_of
 
 # (label, overrides of the plan: kernels.fp8_stream_gemv.Config's fields; per_sm: CTAs an SM, each with that share of
 # the shared-memory budget)
@@ -51,12 +52,6 @@ def resolve(over: dict, sms: int) -> tuple[Config, int]:
     return Config(**fields, grid=per_sm * sms if per_sm > 1 else None), SMEM_BUDGET // per_sm
 
 
-def weights(shape, op):
-    """(N, K, units) of a shape's gate/up ([2I, H], I units) or down_proj ([H, I])."""
-    h, i = shape.hidden_size, shape.intermediate_size
-    return (2 * i, h, i) if op == "gate_up" else (h, i, h)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="qwen2.5-coder-1.5b,llama-3.2-1b,qwen2.5-coder-3b")
@@ -68,7 +63,8 @@ def main(argv=None) -> int:
     rows = []
     for name in args.shapes.split(","):
         for op in args.ops.split(","):
-            n, k, units = weights(SHAPES[name], op)
+            n, k = next((n, k) for w, _, n, k in weights_of(SHAPES[name]) if w == op)
+            units = n // 2 if op == "gate_up" else n
             nbytes = n * k + 8 * n * (k // 32)
             ws = copies(lambda: quantize_fp8(torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02), nbytes)
             x = torch.randn(k, device="cuda")
