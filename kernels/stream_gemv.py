@@ -34,6 +34,9 @@ rows (after the PDL wait; the first fill's rows before it), so nothing is staged
 first slot; its consumers (consume_ring) give a warp four rows and every other 256-column block, so that a token's
 activation is read from shared memory by half as many warps, and a lane sums its blocks in the same order
 whatever the slot width (a multiple of 512): every token gets the same bits at any budget and token count.
+Where every CTA holds one tile of at most 12 rows (the 1.5B's 11-12 of 1,536), a warp takes three rows (`rw`, the
+plan's rows a warp), so no warp sums the tile's unfilled rows (a row's sums do not depend on the warp or CTA
+taking it); each product goes straight into its chain (1.5B verify 8 on an H200: 1,880 -> 1,803 us).
 On CUDA cores every consumer warp reads every token's activation for its two rows of a tile, which bounds a
 launch of several tokens; "rmsnorm_gemv_mma" runs gate/up's tensor-core loop instead (the activation as hi / mid /
 lo 16-bit parts, two tokens an n-block), warp w taking the 16-column steps w, w + 8, ... of a row into chain
@@ -173,8 +176,9 @@ def plan(op: Op | tuple, sms: int, budget: int | None = None, skew: tuple = (0, 
             cap -= RING_KC
         kc = chunk(k, cap, RING_KC)
         stages = max(2, min(8, (budget - fixed) // ring_stage(kc)))
+        most = max(b - a for a, b in zip(*[unit_starts(units, grid, skew)[i:] for i in (0, 1)]))  # a CTA's rows
         return {"grid": grid, "stages": stages, "smem": stages * ring_stage(kc) + fixed, "sums": sums, "kc": kc,
-                "xwords": 0}
+                "xwords": 0, "rw": -(-most // 4) if most <= MT else 4}
     # the activation as MMA fragments (consume_cc needs only k words, but the smaller footprint changes which
     # CTAs share an SM: the 1.5B step 1002 -> 1050 us, kernels/PERF.md)
     xwords = k * 3 // 2
@@ -194,6 +198,12 @@ def plan(op: Op | tuple, sms: int, budget: int | None = None, skew: tuple = (0, 
     return {"grid": grid, "stages": stages, "smem": stages * stage + fixed, "sums": sums, "kc": kc, "xwords": xwords}
 
 
+def unit_starts(units: int, grid: int, skew: tuple = (0, 0)) -> list[int]:
+    """The first unit of each CTA, and `units` last (the kernel's unit_start)."""
+    late, deficit = skew
+    return [b * (units + late * deficit) // grid - deficit * max(0, b - (grid - late)) for b in range(grid + 1)]
+
+
 def supported(w: torch.Tensor) -> bool:
     """Whether these kernels take weight `w` ([rows, K]) on its device."""
     return (w.dim() == 2 and w.dtype in (torch.bfloat16, torch.float16) and w.is_contiguous()
@@ -203,9 +213,10 @@ def supported(w: torch.Tensor) -> bool:
 
 @lru_cache(maxsize=None)
 def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: bool = False,
-           fuse: int = 0, world: int = 1, tokens: int = 1) -> tuple[str, str]:
+           fuse: int = 0, world: int = 1, tokens: int = 1, rw: int = 4) -> tuple[str, str]:
     """(CUDA source, kernel name) for sig = (mode, norm_kind, bias_kind, K), kinds -1 for none; fuse: 0 none,
-    1 Push, 2 ReduceIn (of `world` ranks' slots: compiled in); tokens: per launch (NTOK)."""
+    1 Push, 2 ReduceIn (of `world` ranks' slots: compiled in); tokens: per launch (NTOK); rw: residual_ring's rows
+    a consumer warp (the plan's)."""
     mode, norm_kind, bias_kind, k = sig
     m, name = MODES[mode][:2]
     ring = mode == "residual_ring"
@@ -222,15 +233,15 @@ def source(sig: tuple, w_half: bool, stages: int, sums: int, kc: int, early: boo
         consume = f"consume_gate_up<{kc}, {norm_kind}>(prm.p, s, ring, full, empty, acc, xb, red, prm.eps, prm.f);"
     defines = {"KERNEL_NAME": name, "W_HALF": int(w_half), "SLOT_KC": kc, "ROW_PAD": ROW_PAD, "NS": stages,
                "SUMS": sums, "EARLY": int(early), "FUSE": fuse, "WORLD": world, "NTOK": tokens, "MAX_RANKS": MAX_RANKS,
-               "ACT_RING": int(ring),
+               "ACT_RING": int(ring), **({"RING_RW": rw} if ring and rw != 4 else {}),
                "PRODUCE": f"produce<{m}, {kc}>(prm.p, s, ring, full, empty);", "CONSUME": consume}
     return "".join(f"#define {k} {v}\n" for k, v in defines.items()) + _SOURCE, name
 
 
 @lru_cache(maxsize=None)
 def _kernel(device_index: int, sig: tuple, w_half: bool, stages: int, sums: int, smem: int, carveout: int | None,
-            kc: int, early: bool = False, fuse: int = 0, world: int = 1, tokens: int = 1):
-    src, name = source(sig, w_half, stages, sums, kc, early, fuse, world, tokens)
+            kc: int, early: bool = False, fuse: int = 0, world: int = 1, tokens: int = 1, rw: int = 4):
+    src, name = source(sig, w_half, stages, sums, kc, early, fuse, world, tokens, rw)
     major, minor = torch.cuda.get_device_capability(device_index)
     cubin = _cuda_rtc.nvrtc_compile(src, f"sm_{major}{minor}{'a' if major == 9 else ''}", ("--use_fast_math",))
     return _cuda_rtc.CudaKernel(cubin, name, torch.device("cuda", device_index), smem, 1, carveout)
@@ -304,7 +315,7 @@ def stream_op(op: Op, eps: float = 1e-6, *, pdl: bool = False, budget: int | Non
     fuse_kind = 1 if isinstance(fuse, Push) else 2 if isinstance(fuse, ReduceIn) else 0
     assert p["smem"] <= SMEM_MAX, f"{op.tokens} tokens of this GEMV need {p['smem']} bytes of shared memory"
     kern = _kernel(dev, sig, op.w.dtype == torch.float16, p["stages"], p["sums"], p["smem"], carveout, p["kc"],
-                   early, fuse_kind, fuse.world if isinstance(fuse, ReduceIn) else 1, op.tokens)
+                   early, fuse_kind, fuse.world if isinstance(fuse, ReduceIn) else 1, op.tokens, p.get("rw", 4))
     prm = _Params()
     prm.p = _Phase(op.w.data_ptr(), op.act.data_ptr(), op.norm_w.data_ptr() if op.norm_w is not None else 0,
                    op.bias.data_ptr() if op.bias is not None else 0, op.out.data_ptr(), op.units, op.w.shape[1],

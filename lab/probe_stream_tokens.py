@@ -1,6 +1,6 @@
 """Lab probe: the streamed GEMVs (kernels.stream_gemv) over several tokens a launch, GPU only.
 
-    python -m lab.probe_stream_tokens [--tokens 1,2,4,8] [--budget 65536]
+    python -m lab.probe_stream_tokens [--tokens 1,2,4,8] [--budget 65536] [--only "down ring"] [--ring-budgets 225280]
 
 For the 1.5B shape's QKV, o_proj, gate/up, down_proj (staged, and its activation fed through the ring at a few
 budgets) and the LM head's logits (on CUDA cores and on tensor cores): us per launch of the streamed kernel at 1..8 tokens (every token
@@ -31,7 +31,7 @@ DOWN_BUDGET = 200 << 10  # kernels.tuning's fused_down_budget: the ring a stream
 RING_BUDGETS = (64 << 10, 100 << 10, 200 << 10)  # down_proj's ring-fed activation ("residual_ring")
 
 
-def launches(budget: int):
+def launches(budget: int, ring_budgets=RING_BUDGETS):
     """(name, W rows, K, output rows, streamed(x, w, o), Triton cols(x, w, o), Triton one-token(x, w, o))."""
     norm = torch.rand(H, device="cuda", dtype=torch.bfloat16)
     bias = torch.rand(QKV, device="cuda", dtype=torch.bfloat16)
@@ -57,7 +57,7 @@ def launches(budget: int):
         (f"down ring {b >> 10} KB", H, I, H,
          lambda a, w, x, b=b: sg.stream_gemv_residual(a, w, x, pdl=True, budget=b, ring=True),
          lambda a, w, x: gemv_residual_cols(a, w, x, pdl=True, group=group),
-         lambda a, w, x: gemv_residual(a, w, x, pdl=True)) for b in RING_BUDGETS] + [  # the LM head's logits
+         lambda a, w, x: gemv_residual(a, w, x, pdl=True)) for b in ring_budgets] + [  # the LM head's logits
         (f"lm_head{' mma' if mma else ''}", V, H, V,
          lambda x, w, o, mma=mma: sg.stream_rmsnorm_gemv(x, w, o, norm, 1e-6, pdl=True, mma=mma),
          lambda x, w, o: rmsnorm_gemv_cols(x, w, o, norm, 1e-6, pdl=True, group=group),
@@ -69,12 +69,17 @@ def main():
     ap.add_argument("--tokens", default="1,2,4,8", help="tokens a launch, comma-separated")
     ap.add_argument("--budget", type=int, default=None, help="the streamed kernels' shared-memory budget, bytes "
                     "(default: kernels.stream_gemv.SMEM_BUDGET)")
+    ap.add_argument("--only", default="", help="only the GEMVs whose name starts with this")
+    ap.add_argument("--ring-budgets", default=",".join(str(b) for b in RING_BUDGETS),
+                    help="down_proj's ring-fed budgets, bytes, comma-separated")
     args = ap.parse_args()
     counts = [int(t) for t in args.tokens.split(",")]
     print(f"{torch.cuda.get_device_name()}: us per launch, 1.5B shape, 24 launches a graph over cold weights")
     print("| GEMV | MB | tokens | streamed | Triton cols | Triton one-token | streamed / its 1 token |")
     print("|---|---:|---:|---:|---:|---:|---:|")
-    for name, rows, k, n, streamed, cols, one in launches(args.budget):
+    for name, rows, k, n, streamed, cols, one in launches(args.budget, [int(b) for b in args.ring_budgets.split(",")]):
+        if not name.startswith(args.only):
+            continue
         ws = copies(lambda: torch.randn(rows, k, device="cuda", dtype=torch.bfloat16) * 0.05, rows * k * 2)
         base = None
         for t in counts:

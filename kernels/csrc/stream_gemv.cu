@@ -15,6 +15,9 @@
 #define ACT_RING 0
 #endif
 #define ACTB (ACT_RING ? NTOK * SLOT_KC * 4 : 0)  // bytes of a slot's activation chunk
+#ifndef RING_RW
+#define RING_RW 4  // ACT_RING: rows a consumer warp takes of a tile (4 x RING_RW >= a CTA's rows a tile)
+#endif
 #define STAGE (MT * ROWB + ACTB)    // bytes of one ring slot
 
 struct Phase {  // the launch's GEMV (mirrored by _Phase in Python)
@@ -455,6 +458,10 @@ __device__ __forceinline__ void consume_gate_up(const Phase& ph, int& s, const u
 __device__ __forceinline__ float dot4(u32 wa, u32 wb, float4 x) {
   return fmaf(hi16(wb), x.w, fmaf(lo16(wb), x.z, fmaf(hi16(wa), x.y, lo16(wa) * x.x)));
 }
+// The four products straight into a chain (consume_ring: four instructions for four products, not dot4's five).
+__device__ __forceinline__ float fma4(u32 wa, u32 wb, float4 x, float acc) {
+  return fmaf(hi16(wb), x.w, fmaf(lo16(wb), x.z, fmaf(hi16(wa), x.y, fmaf(lo16(wa), x.x, acc))));
+}
 // NTOK tokens: token t's activation staged at xs + t * K, its sums in chains of its own, in a one-token launch's
 // order.
 template <int MODE, int KC, int NORM_KIND, int BIAS_KIND>
@@ -546,23 +553,25 @@ __device__ __forceinline__ void consume_cc(const Phase& ph, int& s, const unsign
 }
 
 // ACT_RING (residual_ring: a speculating run's down_proj over k tokens) on CUDA cores: the activation arrives with
-// each slot (no staging), and a warp reads a token's activation chunk for four rows, not consume_cc's two (at 8
-// tokens those reads bound consume_cc): warp w takes rows 4 (w % 4) .. + 3 of a tile and the 256-column blocks m
-// with m % 2 == w / 4; lane l the 8 columns 8 l .. of each of its blocks, in two chains per row and token (as
-// consume_cc). A slot is whole 512-column pairs, so which blocks a lane sums, and in which order, does not depend
-// on the slot width. The two halves' sums meet in shared memory (acc: [NTOK][2][MT]) and are added to the residual.
+// each slot (no staging), and a warp reads a token's activation chunk for RING_RW rows, not consume_cc's two (at 8
+// tokens those reads bound consume_cc): warp w takes rows RING_RW (w % 4) .. of a tile (RING_RW 4, or fewer where
+// every CTA holds one tile of at most 4 x RING_RW rows, so no warp sums the slot's unfilled rows: the 1.5B's 11-12
+// take 3) and the 256-column blocks m with m % 2 == w / 4; lane l the 8 columns 8 l .. of each of its blocks, in two
+// chains per row and token, each product straight into its chain (fma4). A slot is whole 512-column pairs, so which
+// blocks a lane sums, and in which order, depends neither on the slot width nor on the warp or CTA taking the row.
+// The two halves' sums meet in shared memory (acc: [NTOK][2][MT]) and are added to the residual.
 template <int KC>
 __device__ __forceinline__ void consume_ring(const Phase& ph, int& s, const unsigned char* ring, u64* full,
                                              u64* empty, float* acc) {
   static_assert(KC % 512 == 0, "whole 512-column pairs a slot");
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, K = ph.K, half = warp >> 2, r0 = 4 * (warp & 3);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, K = ph.K, half = warp >> 2, r0 = RING_RW * (warp & 3);
   int u0, nu;
   unit_range(ph, u0, nu);
   phase_wait();
   for (int g = 0; g < nu; g += MT) {
-    float a[4][NTOK], b[4][NTOK];  // rows r0..r0+3, two chains each, per token
+    float a[RING_RW][NTOK], b[RING_RW][NTOK];  // rows r0.., two chains each, per token
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < RING_RW; ++i)
 #pragma unroll
       for (int t = 0; t < NTOK; ++t) a[i][t] = b[i][t] = 0.f;
     for (int k0 = 0; k0 < K; k0 += KC, ++s) {
@@ -574,16 +583,16 @@ __device__ __forceinline__ void consume_ring(const Phase& ph, int& s, const unsi
       for (int j = 0; j < KC / 512; ++j) {
         const int c = (2 * j + half) * 256 + lane * 8;
         if (c < nc) {
-          uint4 w[4];
+          uint4 w[RING_RW];
 #pragma unroll
-          for (int i = 0; i < 4; ++i) w[i] = *(const uint4*)(rows + i * ROWB + c * 2);
+          for (int i = 0; i < RING_RW; ++i) w[i] = *(const uint4*)(rows + i * ROWB + c * 2);
 #pragma unroll
           for (int t = 0; t < NTOK; ++t) {
             const float4 x0 = *(const float4*)(xa + t * KC + c), x1 = *(const float4*)(xa + t * KC + c + 4);
 #pragma unroll
-            for (int i = 0; i < 4; ++i) {
-              a[i][t] += dot4(w[i].x, w[i].y, x0);
-              b[i][t] += dot4(w[i].z, w[i].w, x1);
+            for (int i = 0; i < RING_RW; ++i) {
+              a[i][t] = fma4(w[i].x, w[i].y, x0, a[i][t]);
+              b[i][t] = fma4(w[i].z, w[i].w, x1, b[i][t]);
             }
           }
         }
@@ -591,17 +600,17 @@ __device__ __forceinline__ void consume_ring(const Phase& ph, int& s, const unsi
       __syncwarp();
       if (lane == 0) mbar_arrive(smem_u32(&empty[buf]));
     }
-    constexpr int NSUM = 4 * NTOK, S = splits<NSUM, 1>(), KEPT = NSUM >> S, NDUP = 32 >> S;
-    float v[NSUM];  // token t, row r0 + i at flat index 4t + i; scattered over the lanes (warp_sums)
+    constexpr int NSUM = RING_RW * NTOK, S = splits<NSUM, 1>(), KEPT = NSUM >> S, NDUP = 32 >> S;
+    float v[NSUM];  // token t, row r0 + i at flat index RING_RW t + i; scattered over the lanes (warp_sums)
 #pragma unroll
-    for (int i = 0; i < 4; ++i)
+    for (int i = 0; i < RING_RW; ++i)
 #pragma unroll
-      for (int t = 0; t < NTOK; ++t) v[4 * t + i] = a[i][t] + b[i][t];
+      for (int t = 0; t < NTOK; ++t) v[RING_RW * t + i] = a[i][t] + b[i][t];
     const int base = warp_sums<NSUM, 1>(v, lane);
 #pragma unroll
     for (int j = 0; j < KEPT; ++j)
       if ((lane & (NDUP - 1)) == j % NDUP) {
-        const int t = (base + j) >> 2, i = (base + j) & 3;
+        const int t = (int)((u32)(base + j) / RING_RW), i = (int)((u32)(base + j) % RING_RW);
         acc[(t * 2 + half) * MT + r0 + i] = v[j];
       }
     consumers_sync();

@@ -348,6 +348,30 @@ def test_a_ring_fed_gemv_gives_every_token_the_bits_of_its_one_token_launch_at_a
             assert torch.equal(many, one[:tokens]), (tokens, budget)
 
 
+def test_a_ring_fed_warp_takes_no_more_rows_than_its_ctas_tile_holds():
+    assert sg.plan(("residual_ring", 1536, 8960, 8), 132)["rw"] == 3  # the 1.5B's down_proj: 11-12 rows a CTA
+    assert sg.plan(("residual_ring", 2048, 11008, 8), 132)["rw"] == 4  # 15-16
+    assert sg.plan(("residual_ring", 3000, 8960, 1), 132)["rw"] == 4  # two tiles a CTA
+    assert sg.plan(("residual_ring", 300, 272, 2), 132)["rw"] == 1
+
+
+@pytest.mark.gpu
+@hopper
+@pytest.mark.parametrize("tokens", [1, 8])
+def test_a_ring_fed_rows_sums_do_not_depend_on_the_cta_or_warp_taking_it(tokens, gen):
+    """The 1.5B's down_proj (three rows a warp) and the same rows inside a taller weight (four a warp, other CTAs):
+    the same bits for every row."""
+    w = randn(2048, 8960, gen=gen, dtype=torch.bfloat16, device="cuda", scale=0.05)
+    a = randn(tokens, 8960, gen=gen, device="cuda", scale=3.0)
+    x = randn(tokens, 2048, gen=gen, device="cuda", scale=5.0)
+    one = (lambda t: t[0]) if tokens == 1 else (lambda t: t)
+    short, tall = x[:, :1536].clone(), x.clone()
+    sg.stream_gemv_residual(one(a), w[:1536], one(short), ring=True, pdl=True)
+    sg.stream_gemv_residual(one(a), w, one(tall), ring=True, pdl=True)
+    torch.cuda.synchronize()
+    assert torch.equal(short, tall[:, :1536])
+
+
 @pytest.mark.gpu
 @hopper
 @pytest.mark.parametrize("n,k", [(2048, 1536), (151936, 1536), (37, 1008), (300, 272)])
