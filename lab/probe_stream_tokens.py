@@ -69,7 +69,7 @@ def main():
     ap.add_argument("--tokens", default="1,2,4,8", help="tokens a launch, comma-separated")
     ap.add_argument("--budget", type=int, default=None, help="the streamed kernels' shared-memory budget, bytes "
                     "(default: kernels.stream_gemv.SMEM_BUDGET)")
-    ap.add_argument("--only", default="", help="only the GEMVs whose name starts with this")
+    ap.add_argument("--only", default="", help="only the GEMVs whose name starts with one of these (comma-separated)")
     ap.add_argument("--ring-budgets", default=",".join(str(b) for b in RING_BUDGETS),
                     help="down_proj's ring-fed budgets, bytes, comma-separated")
     args = ap.parse_args()
@@ -78,7 +78,7 @@ def main():
     print("| GEMV | MB | tokens | streamed | Triton cols | Triton one-token | streamed / its 1 token |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for name, rows, k, n, streamed, cols, one in launches(args.budget, [int(b) for b in args.ring_budgets.split(",")]):
-        if not name.startswith(args.only):
+        if not name.startswith(tuple(args.only.split(","))):
             continue
         ws = copies(lambda: torch.randn(rows, k, device="cuda", dtype=torch.bfloat16) * 0.05, rows * k * 2)
         base = None
