@@ -176,9 +176,11 @@ def plan(op: Op | tuple, sms: int, budget: int | None = None, skew: tuple = (0, 
             cap -= RING_KC
         kc = chunk(k, cap, RING_KC)
         stages = max(2, min(8, (budget - fixed) // ring_stage(kc)))
-        most = max(b - a for a, b in zip(*[unit_starts(units, grid, skew)[i:] for i in (0, 1)]))  # a CTA's rows
+        starts = unit_starts(units, grid, skew)
+        most = max(b - a for a, b in zip(starts, starts[1:]))  # the most rows a CTA takes
+        rw = -(-most // 4) if most <= MT else 4  # rows a consumer warp: one tile a CTA, a quarter of it each
         return {"grid": grid, "stages": stages, "smem": stages * ring_stage(kc) + fixed, "sums": sums, "kc": kc,
-                "xwords": 0, "rw": -(-most // 4) if most <= MT else 4}
+                "xwords": 0, "rw": rw}
     # the activation as MMA fragments (consume_cc needs only k words, but the smaller footprint changes which
     # CTAs share an SM: the 1.5B step 1002 -> 1050 us, kernels/PERF.md)
     xwords = k * 3 // 2
