@@ -9,6 +9,7 @@
 # down_proj budget, PTOK tokens a launch; then ROUNDS times, the trees in turn: `inference.bench --workload verify`
 # on the 1.5B shape, overlap family. Random weights, ctx 512.
 # Usage: OUT=... BUDGET=560 [TESTS=0] [KTESTS=...] [ALL=1] [ROUNDS=2] [TREES="before now variant"] [ONLY=...] [PTOK=1,8]
+#        [PATCHES="name:field=value ..."]
 #        bash scripts/gpu/s19.sh   logs: $OUT/s19/ (and $OUT/logs.tgz)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,7 +26,7 @@ if [ "${TESTS:-1}" = 1 ]; then
 fi
 [ "${ALL:-0}" = 1 ] && step probe-all 150 "${now[@]}" python3 -m lab.probe_stream_tokens --ring-budgets 225280 \
   --tokens "${PTOK:-1,2,4,8}"
-TREES=${TREES:-before now variant}
+TREES=${TREES-before now variant}  # "": none
 for t in $TREES; do
   eval "pre=(\"\${$t[@]}\")"
   step "probe-$t" 60 "${pre[@]}" python3 -m lab.probe_stream_tokens --only "${ONLY:-down ring}" --ring-budgets 225280 \
@@ -36,6 +37,16 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
     eval "pre=(\"\${$t[@]}\")"
     step "verify-$t-$r" 90 "${pre[@]}" python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b \
       --context 512 --families overlap
+  done
+done
+# PATCHES="name:field=value ...": then ROUNDS times, each in turn, the same verify bench with every tuning row's
+# (int or bool) field set to value (a measurement, not a setting)
+for r in $(seq 1 "${ROUNDS:-2}"); do
+  for p in ${PATCHES:-}; do
+    name=${p%%:*}; kv=${p#*:}
+    step_patched "verify-$name-$r" 90 "import dataclasses, kernels.tuning as T
+T.ROWS = tuple((n, dataclasses.replace(r, ${kv%%=*}=${kv#*=})) for n, r in T.ROWS)" inference.bench --workload verify \
+      --shape qwen2.5-coder-1.5b --context 512 --families overlap
   done
 done
 tar -czf "$OUT/logs.tgz" -C "$OUT" s19
