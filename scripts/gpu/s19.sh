@@ -17,6 +17,7 @@ source scripts/gpu/lib.sh
 window s19
 export PYTHONFAULTHANDLER=1
 variant=(env -C "$PWD/.variant" PYTHONPATH="$PWD/.variant")
+VERIFY=(inference.bench --workload verify --shape qwen2.5-coder-1.5b --context 512 --families overlap)
 T=(python3 -m pytest -q -x -p no:randomly -p no:cacheprovider -o addopts="" -o faulthandler_timeout=120)
 if [ "${TESTS:-1}" = 1 ]; then
   step kernel-tests 200 "${now[@]}" "${T[@]}" -m gpu tests/kernels/test_stream_gemv.py tests/kernels/test_fused_reduce.py \
@@ -35,8 +36,7 @@ done
 for r in $(seq 1 "${ROUNDS:-2}"); do
   for t in $TREES; do
     eval "pre=(\"\${$t[@]}\")"
-    step "verify-$t-$r" 90 "${pre[@]}" python3 -m inference.bench --workload verify --shape qwen2.5-coder-1.5b \
-      --context 512 --families overlap
+    step "verify-$t-$r" 90 "${pre[@]}" python3 -m "${VERIFY[@]}"
   done
 done
 # PATCHES="name:field=value ...": then ROUNDS times, each in turn, the same verify bench with every tuning row's
@@ -45,8 +45,7 @@ for r in $(seq 1 "${ROUNDS:-2}"); do
   for p in ${PATCHES:-}; do
     name=${p%%:*}; kv=${p#*:}
     step_patched "verify-$name-$r" 90 "import dataclasses, kernels.tuning as T
-T.ROWS = tuple((n, dataclasses.replace(r, ${kv%%=*}=${kv#*=})) for n, r in T.ROWS)" inference.bench --workload verify \
-      --shape qwen2.5-coder-1.5b --context 512 --families overlap
+T.ROWS = tuple((n, dataclasses.replace(r, ${kv%%=*}=${kv#*=})) for n, r in T.ROWS)" "${VERIFY[@]}"
   done
 done
 tar -czf "$OUT/logs.tgz" -C "$OUT" s19
