@@ -32,7 +32,7 @@ from .detokenizer import IncrementalDetokenizer
 from .errors import EngineError, ParamsError, PromptError
 from .hub import resolve_model_path
 from .prompts import Prompt, build_prompt_ids
-from .quant import FP8_LM_HEAD, dequantize_model, describe, quantize_fp8, quantize_model, source_dtype
+from .quant import LM_HEAD, dequantize_model, describe, quantize_fp8, quantize_model, source_dtype
 from .runner import ReferenceRunner, Runner
 from .sampling import SamplingParams
 from .source import open_checkpoint
@@ -123,8 +123,8 @@ class Engine:
         stops them; tp_reduce: the fast ranks' all-reduce, nccl, symm, flag, fused, or auto: fused where
         the GPUs can read each other's memory, else nccl; engine info says which). weights: None (the
         checkpoint's values in dtype), "fp8" (inference.quant: e4m3 linear layers with a scale and
-        offset per 32 columns, quantized at load; activations in dtype; Triton GEMVs
-        only; off the fast path the reference forward runs the dequantized FP8 values; tp 1 only) or
+        offset per 32 columns and an int8 LM head, quantized at load; activations in dtype; off the
+        fast path the reference forward runs the dequantized values; tp 1 only) or
         a 16/32-bit name (bf16, fp16, fp32: the same as that dtype).
         """
         fp8, dtype = _weight_format(weights, dtype)
@@ -163,7 +163,7 @@ class Engine:
             if fp8:  # quantized from the checkpoint's own values (float32 where they are finer than dtype), each
                 # linear weight as it is loaded: the device never holds more than one of them unquantized
                 tensors = ckpt.loader(source_dtype(ckpt.card, dtype))(device=device, linear=quantize_fp8)
-                tensors = quantize_model(tensors, lm_head=FP8_LM_HEAD, dtype=dtype)
+                tensors = quantize_model(tensors, lm_head=LM_HEAD, dtype=dtype)
                 weights_detail = describe(tensors)
             else:
                 tensors = load(device=device)

@@ -50,7 +50,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="prompt-lookup speculation for greedy runs (default: on where it keeps the model's "
                         "kernels, i.e. the output is unchanged; off on the CPU)")
     p.add_argument("--weights", default=None, choices=["fp8", "bf16", "fp16", "fp32"],
-                   help="fp8: e4m3 linear layers, scale+offset per 32 columns, quantized at load (default: --dtype)")
+                   help="fp8: e4m3 linear layers (scale+offset per 32 columns) and an int8 LM head (scale per 32), "
+                        "quantized at load (default: --dtype)")
     p.add_argument("--max-context", type=int, default=None, help="KV cache length (default min(model, 32768))")
     p.add_argument("--json", action="store_true", help="print one JSON object instead of streaming")
     add_kernel_args(p)

@@ -19,6 +19,10 @@ each with its best config (row-major both): the LM head 1.11-1.14x
 and the 1.5B's gate/up 1.24x faster, the other weights of the 1.5B / Llama-1B / 3B shapes within -7%..+7%
 (lab/probe_fp8_gemv.py).
 
+The LM head may be int8 instead (inference.quant.Int8Weight: a float16 scale per group, no offset; `offset`
+None in the launchers, INT8 in the kernels): each byte becomes a float32 with integer ops too (`int8_byte`:
+the byte, its sign bit flipped, as the low mantissa bits of 2^23, minus 2^23 + 128: exact), the unit 1.
+
 Not here: the kernels themselves, quantization (inference/quant.py).
 """
 
@@ -48,6 +52,13 @@ def e4m3_byte(words, J: tl.constexpr):
 
 
 @triton.jit
+def int8_byte(words, J: tl.constexpr):
+    """Byte J (0 = lowest) of each int32 word, an int8 value, as float32 (exact): 2^23 + 128 + b - (2^23 + 128)."""
+    bits = ((words >> (8 * J)) & 0xFF) ^ 0x4B000080
+    return bits.to(tl.float32, bitcast=True) - 8388736.0
+
+
+@triton.jit
 def x_chunk(x_ptr, norm_w_ptr, k_offs, k_mask, HAS_NORM: tl.constexpr):
     """x[k_offs] (masked) as fp32 -> (x * norm_w if HAS_NORM else x, x * x)."""
     x = tl.load(x_ptr + k_offs, mask=k_mask, other=0.0).to(tl.float32)
@@ -72,36 +83,49 @@ def load_words(w_rows, offs, row_mask, KQ):
 
 @triton.jit
 def group_tile(w, k0, s_rows, o_rows, row_mask, KG, x_ptr, norm_w_ptr, KQ, unit, HAS_NORM: tl.constexpr,
-               NG: tl.constexpr):
+               NG: tl.constexpr, INT8: tl.constexpr = False):
     """One tile of int32 words w [BN, NG, GW] starting at word k0 (a multiple of GW; words past KQ = K/4 are 0)
     times x -> (its dot products per group [BN, NG] fp32: scale * sum(q * x) + offset * sum(x); x^2 [NG, GW]
-    of its columns). s_rows / o_rows [BN, 1]: the rows' scale and offset pointers; KG = K/32 groups a row."""
+    of its columns). s_rows / o_rows [BN, 1]: the rows' scale and offset pointers; KG = K/32 groups a row.
+    INT8: int8 bytes, float16 scales, no offset (o_rows unread)."""
     offs = word_offsets(k0, NG)
     mask = offs < KQ
     x, sq = x_chunk(x_ptr, norm_w_ptr, offs * 4, mask, HAS_NORM)
-    p = e4m3_byte(w, 0) * x[None, :, :]
+    p = (int8_byte(w, 0) if INT8 else e4m3_byte(w, 0)) * x[None, :, :]
     xs = x
     for j in tl.static_range(1, 4):
         x, s = x_chunk(x_ptr, norm_w_ptr, offs * 4 + j, mask, HAS_NORM)
-        p += e4m3_byte(w, j) * x[None, :, :]
+        p += (int8_byte(w, j) if INT8 else e4m3_byte(w, j)) * x[None, :, :]
         xs += x
         sq += s
     g = k0 // GW + tl.arange(0, NG)
     gm = row_mask[:, None] & (g < KG)[None, :]
-    scale = tl.load(s_rows + g[None, :], mask=gm, other=0.0)
+    scale = tl.load(s_rows + g[None, :], mask=gm, other=0.0).to(tl.float32)
+    if INT8:
+        return tl.sum(p, axis=2) * (scale * unit), sq
     offset = tl.load(o_rows + g[None, :], mask=gm, other=0.0)
     return tl.sum(p, axis=2) * (scale * unit) + offset * tl.sum(xs, axis=1)[None, :], sq
 
 
-def check_fp8(q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor) -> None:
-    """Asserts for an FP8 weight: q [N, K] contiguous e4m3 with K % 32 == 0, scale and offset [N, K/32] float32."""
-    assert q.dim() == 2 and q.is_contiguous() and q.dtype == E4M3, "q must be contiguous [N, K] float8_e4m3fn"
+def check_fp8(q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | None) -> None:
+    """Asserts for an 8-bit weight: q [N, K] contiguous with K % 32 == 0, e4m3 with scale and offset [N, K/32]
+    float32, or (offset None) int8 with scale [N, K/32] float16."""
+    int8 = offset is None
+    code = torch.int8 if int8 else E4M3
+    assert q.dim() == 2 and q.is_contiguous() and q.dtype == code, \
+        f"q must be contiguous [N, K] {str(code).removeprefix('torch.')}"
     assert q.shape[1] % GROUP == 0, f"K must be a multiple of {GROUP}, got {q.shape[1]}"
     groups = (q.shape[0], q.shape[1] // GROUP)
-    for name, t in (("scale", scale), ("offset", offset)):
-        assert t.shape == groups and t.dtype == torch.float32 and t.is_contiguous(), \
-            f"{name} must be contiguous {list(groups)} float32"
+    dtype = torch.float16 if int8 else torch.float32
+    for name, t in (("scale", scale),) if int8 else (("scale", scale), ("offset", offset)):
+        assert t.shape == groups and t.dtype == dtype and t.is_contiguous(), \
+            f"{name} must be contiguous {list(groups)} {str(dtype).removeprefix('torch.')}"
         assert t.device == q.device
+
+
+def unit_of(offset: torch.Tensor | None) -> float:
+    """What the kernels multiply each group's scale by: 2^120 for e4m3 (e4m3_byte's values), 1 for int8."""
+    return 1.0 if offset is None else UNIT
 
 
 def check_residual_args(a, q, scale, offset, x) -> tuple[int, int]:
@@ -126,10 +150,11 @@ def words(q: torch.Tensor) -> torch.Tensor:
     return q.view(torch.int32)
 
 
-def dequantize(q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor) -> torch.Tensor:
-    """float32 [N, K] = offset + scale * q per group: the reference twins' weight."""
+def dequantize(q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | None) -> torch.Tensor:
+    """float32 [N, K] = offset + scale * q per group (offset None: scale * q): the reference twins' weight."""
     n, k = q.shape
-    return (q.float().view(n, k // GROUP, GROUP) * scale[..., None] + offset[..., None]).view(n, k)
+    w = q.float().view(n, k // GROUP, GROUP) * scale.float()[..., None]
+    return (w if offset is None else w + offset[..., None]).view(n, k)
 
 
 def fp8_config(kind: str, n: int, k: int) -> dict:

@@ -11,9 +11,11 @@ step plan (inference.fast.plan, for FP8 weights) changes only the weight-reading
     down        fp8_(cuda_)gemv_residual         down_proj, residual added in place; its programs then prefetch
                                                  the next layer's first QKV bytes (the LM head's after the last
                                                  layer) into L2
-then the LM head: fp8_lm_head_argmax for greedy steps, fp8_rmsnorm_gemv + the sampler otherwise (the
-bf16 kernels where the LM head stayed bf16). Activations are float32 between kernels as in bf16;
-prefill dequantizes each weight before its cuBLAS GEMM (inference.fast.prefill.linear, kernels/fp8_dequantize).
+then the LM head, int8 by default (inference.quant.Int8Weight): fp8_cuda_lm_head_argmax (CUDA C logits, then a
+Triton argmax) for greedy steps beside the CUDA FP8 GEMVs, fp8_lm_head_argmax (Triton, one launch) otherwise or
+for an e4m3 head; fp8_(cuda_)rmsnorm_gemv + the sampler for sampled steps; the bf16 kernels for a 16-bit head.
+Activations are float32 between kernels as in bf16; prefill dequantizes each weight before its cuBLAS GEMM
+(inference.fast.prefill.linear, kernels/fp8_dequantize; the int8 head's one row takes the 8-bit GEMV).
 
 Not here: the streamed bf16 GEMVs (kernels.stream_gemv; for FP8 use_gemv "overlap" means the CUDA FP8
 GEMVs), quantization (inference.quant).

@@ -56,7 +56,8 @@ class Target:
     cuda_attention: bool  # kernels.cluster_attention.supported for this model's heads and KV cache here
     streamable: frozenset[str] = frozenset()  # STREAMED fields kernels.stream_gemv can stream in every layer
     fp8: bool = False  # layer weights in FP8 (inference.quant.Fp8Weight)
-    fp8_lm_head: bool = False  # the LM head in FP8
+    fp8_lm_head: bool = False  # the LM head in 8 bits (inference.quant.Fp8Weight or Int8Weight)
+    int8_lm_head: bool = False  # ... in int8 (Int8Weight: the FP8 engine's; CUDA C beside the CUDA FP8 GEMVs)
     fp8_cuda: bool = False  # kernels.fp8_cuda_gemv runs every layer's FP8 weights here (Hopper, NVRTC)
     fp8_stream: frozenset = frozenset()  # weights (qkv, o, ...) kernels.fp8_stream_gemv takes in every layer
     cols: bool = False  # kernels.cols_gemv takes every 16-bit layer weight and the LM head here (Hopper, NVRTC)
@@ -298,10 +299,15 @@ def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str,
     else:
         down = launch("fp8_gemv_residual", l2_prefetch=ahead)
         o_proj, qkv, gate_up = launch("fp8_gemv_residual"), launch("fp8_rmsnorm_gemv"), launch("fp8_rmsnorm_gate_up_silu")
-    return LayerPlan(attention_kind, gemv_kind, workspace, qkv, attention, o_proj, gate_up, down, *_head(t, target))
+    return LayerPlan(attention_kind, gemv_kind, workspace, qkv, attention, o_proj, gate_up, down,
+                     *_head(t, target, cuda=gemv_kind == "cuda"))
 
 
-def _head(t: Tuning, target: Target) -> tuple[Launch, Launch]:
+def _head(t: Tuning, target: Target, cuda: bool = False) -> tuple[Launch, Launch]:
+    """The LM head's launches: logits, and logits + argmax + feed. An int8 head beside the CUDA FP8 GEMVs: CUDA
+    C logits, then a Triton argmax launch (kernels.fp8_cuda_gemv); other 8-bit heads: Triton, one launch."""
     if target.fp8_lm_head:
+        if target.int8_lm_head and cuda:
+            return launch("fp8_cuda_rmsnorm_gemv"), launch("fp8_cuda_lm_head_argmax")
         return launch("fp8_rmsnorm_gemv"), launch("fp8_lm_head_argmax")
     return launch("rmsnorm_gemv", tuning=t), launch("lm_head_argmax", tuning=t)

@@ -6,7 +6,8 @@ Same math as `inference.reference`, with three differences that matter on a GPU:
   leaves behind is as accurate as the one decode writes;
 - only the last position goes through the final norm and the LM head;
 - FP8 weights (inference.quant.Fp8Weight) are dequantized to the activations' dtype before their GEMM, on
-  a GPU in one pass (kernels/fp8_dequantize.py; the same bits as inference.quant.linear's PyTorch math).
+  a GPU in one pass (kernels/fp8_dequantize.py; the same bits as inference.quant.linear's PyTorch math); an
+  int8 LM head (inference.quant.Int8Weight) takes its one row through the decode step's 8-bit GEMV.
 Prompts are padded to a power-of-two bucket and each bucket's forward is captured once as a CUDA
 graph, so TTFT is GPU time, not Python launch overhead; with graphs off the same padded forward runs
 eagerly (the same GEMM shapes, so the same bits: cuBLAS need not round a 32-row and a 64-row product's
@@ -22,17 +23,24 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from kernels.fp8_dequantize import fp8_dequantize
+from kernels.fp8_rmsnorm_gemv import fp8_rmsnorm_gemv
 
-from ..quant import Fp8Weight
+from ..quant import Fp8Weight, Int8Weight
 from ..reference import KVCache, ReferenceModel, rms_norm, rotate_half
 
 MIN_BUCKET = 64
 
 
-def linear(x: Tensor, w: Tensor | Fp8Weight, bias: Tensor | None = None) -> Tensor:
+def linear(x: Tensor, w: Tensor | Fp8Weight | Int8Weight, bias: Tensor | None = None) -> Tensor:
     """F.linear for a plain weight or an Fp8Weight, dequantized to x's dtype by the one-pass kernel on a GPU
-    (elsewhere by inference.quant's PyTorch math: the same values)."""
-    if isinstance(w, Fp8Weight):
+    (elsewhere by inference.quant's PyTorch math: the same values). An Int8Weight (the LM head) and one row of x
+    on a GPU: the 8-bit GEMV, float32 out (no [V, K] copy of the head); elsewhere dequantized."""
+    if isinstance(w, Int8Weight):
+        if x.shape[0] == 1 and w.device.type == "cuda" and bias is None:
+            out = torch.empty(w.shape[0], dtype=torch.float32, device=x.device)
+            return fp8_rmsnorm_gemv(x[0].float().contiguous(), w.q, w.scale, None, out)[None]
+        w = w.dequantize(x.dtype)
+    elif isinstance(w, Fp8Weight):
         w = fp8_dequantize(w.q, w.scale, w.offset, x.dtype) if w.device.type == "cuda" else w.dequantize(x.dtype)
     return F.linear(x, w, bias)
 

@@ -43,7 +43,7 @@ from kernels.tuning import Tuning, for_device
 
 from ..config import ModelConfig
 from ..kv_cache import KVCache
-from ..quant import LINEAR_FIELDS, Fp8Weight, is_fp8
+from ..quant import LINEAR_FIELDS, QUANTIZED, Int8Weight, is_fp8
 from ..runner import Runner
 from ..sampling import Sampler, SamplingParams
 from ..weights import ModelWeights
@@ -106,7 +106,8 @@ class FastRunner(Runner):
         return Target(sms=torch.cuda.get_device_properties(self.device).multi_processor_count,
                       cuda_attention=cluster.supported(cfg.num_heads, cfg.num_kv_heads, cfg.head_dim,
                                                        self.cache.k.dtype, self.device),
-                      streamable=streamable, fp8=fp8, fp8_lm_head=isinstance(w.lm_head, Fp8Weight),
+                      streamable=streamable, fp8=fp8, fp8_lm_head=isinstance(w.lm_head, QUANTIZED),
+                      int8_lm_head=isinstance(w.lm_head, Int8Weight),
                       fp8_cuda=fp8_cuda, fp8_stream=fp8_stream, cols=cols)
 
     # -- the plan: which kernels the steps launch --------------------------------------------------

@@ -27,7 +27,8 @@ from kernels import cluster_attention as cluster
 from kernels import stream_gemv as stream
 from kernels.cols_gemv import cols_gemv_residual, cols_lm_head_argmax, cols_rmsnorm_gate_up_silu, cols_rmsnorm_gemv
 from kernels.decode_attention import decode_attention
-from kernels.fp8_cuda_gemv import fp8_cuda_gemv_residual, fp8_cuda_rmsnorm_gate_up_silu, fp8_cuda_rmsnorm_gemv
+from kernels.fp8_cuda_gemv import (fp8_cuda_gemv_residual, fp8_cuda_lm_head_argmax, fp8_cuda_rmsnorm_gate_up_silu,
+                                   fp8_cuda_rmsnorm_gemv)
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu
 from kernels.fp8_gemv_residual import fp8_gemv_residual
 from kernels.fp8_lm_head_argmax import fp8_lm_head_argmax
@@ -42,12 +43,13 @@ from kernels.lm_head_mma_cols import lm_head_argmax_mma
 from kernels.rmsnorm_gemv import rmsnorm_gemv
 from kernels.stream_lm_head import stream_lm_head_argmax
 
-from ..quant import Fp8Weight
+from ..quant import QUANTIZED, Fp8Weight, Int8Weight
 from .plan import LayerPlan, Launch, Prefetch
 
 KERNELS: dict[str, Callable] = {
     "rmsnorm_gemv": rmsnorm_gemv, "stream_rmsnorm_gemv": stream.stream_rmsnorm_gemv,
     "fp8_rmsnorm_gemv": fp8_rmsnorm_gemv, "fp8_cuda_rmsnorm_gemv": fp8_cuda_rmsnorm_gemv,
+    "fp8_cuda_lm_head_argmax": fp8_cuda_lm_head_argmax,
     "decode_attention": decode_attention, "cluster_attention": cluster.cluster_attention,
     "gemv_residual": gemv_residual, "stream_gemv_residual": stream.stream_gemv_residual,
     "fp8_gemv_residual": fp8_gemv_residual, "fp8_cuda_gemv_residual": fp8_cuda_gemv_residual,
@@ -102,15 +104,15 @@ def leading_bytes(w: Tensor, nbytes: int) -> Tensor:
     return w.view(-1)[:min(w.numel(), nbytes // w.element_size()) // 8 * 8]
 
 
-def leading_raw_bytes(w: Tensor | Fp8Weight, nbytes: int) -> Tensor:
+def leading_raw_bytes(w: Tensor | Fp8Weight | Int8Weight, nbytes: int) -> Tensor:
     """The first `nbytes` of a weight's values (all of them if fewer) as uint8, flat, in whole 16-byte units."""
-    t = (w.q if isinstance(w, Fp8Weight) else w).view(-1).view(torch.uint8)
+    t = (w.q if isinstance(w, QUANTIZED) else w).view(-1).view(torch.uint8)
     return t[:min(t.numel(), nbytes) // 16 * 16]
 
 
-def operands(w: Tensor | Fp8Weight) -> tuple[Tensor, ...]:
-    """A weight as its kernels take it: the tensor, or an FP8 weight's values, scales and offsets."""
-    return (w.q, w.scale, w.offset) if isinstance(w, Fp8Weight) else (w,)
+def operands(w: Tensor | Fp8Weight | Int8Weight) -> tuple[Tensor | None, ...]:
+    """A weight as its kernels take it: the tensor, or an 8-bit weight's values, scales and offsets (int8: None)."""
+    return (w.q, w.scale, w.offset) if isinstance(w, QUANTIZED) else (w,)
 
 
 def bind_step(plan: LayerPlan, s, workspace, kernels: dict[str, Callable] = KERNELS) -> StepLaunches:
@@ -142,7 +144,7 @@ def bind_step(plan: LayerPlan, s, workspace, kernels: dict[str, Callable] = KERN
             down=bind(plan.down, s.h, *operands(layer.down), s.x, pdl=pdl, **at)))
     head = operands(w.lm_head)
     # their scratch: kernels.lm_head_mma_cols'
-    column_heads = ("lm_head_argmax_mma", "cols_lm_head_argmax", "stream_lm_head_argmax")
+    column_heads = ("lm_head_argmax_mma", "cols_lm_head_argmax", "stream_lm_head_argmax", "fp8_cuda_lm_head_argmax")
     scratch = s.mma_scratch if plan.lm_head_argmax.kernel in column_heads else s.argmax_scratch
     return StepLaunches(
         layers,

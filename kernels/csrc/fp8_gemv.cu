@@ -5,8 +5,9 @@
 //   per warp; WK warps per row group (they split K); NW warps per CTA; U chunks per row loaded per batch;
 //   NORM_KIND / BIAS_KIND (-1 none, 0 bf16, 1 fp16, 2 fp32); EARLY (release the next kernel right after
 //   the PDL wait instead of after the main loop); PF (the l2_prefetch span is used); CVT (unpack with the
-//   hardware e4m3x2 -> f16x2 conversion instead of integer ops).
+//   hardware e4m3x2 -> f16x2 conversion instead of integer ops); INT8 (int8 weights: the LM head).
 // Weights: q [N, K] e4m3 row-major, scale / offset [N, K/32] float32: w = offset + scale * q per group of 32.
+// INT8: q [N, K] int8, scale [N, K/32] float16, no offset: w = scale * q (inference.quant.Int8Weight).
 // A lane reads 16-byte chunks (half a group: 4 words) of its rows, chunk c = lane + 32 * (wk + WK * i);
 // batches of U chunks per row are in registers, the first issued before the PDL wait (weights do not depend
 // on the previous kernel). The activation is staged once per CTA in shared memory, transposed so that word j
@@ -38,7 +39,25 @@ struct Params {  // mirrored by _Params in kernels/fp8_cuda_gemv.py
   const void* bias; float* out; const unsigned char* pf; unsigned long long pf_bytes; int units; float eps;
 };
 
-#if CVT
+#ifndef INT8
+#define INT8 0
+#endif
+
+#if INT8
+// int8 byte J of word w as float32, exactly: with its sign bit flipped (b + 128) as the low byte of 2^23's
+// mantissa, minus 2^23 + 128: one byte permute and one add a weight.
+#define YS 5.421010862427522e-20f            // 2^-64
+template <int J> __device__ __forceinline__ float int8_f32(u32 v) {
+  return __uint_as_float(__byte_perm(v, 0x4B000000u, 0x7540 | J)) - 8388736.f;
+}
+__device__ __forceinline__ float dot_word(u32 w, float4 x, float acc) {
+  const u32 v = w ^ 0x80808080u;
+  acc = fmaf(int8_f32<0>(v), x.x, acc);
+  acc = fmaf(int8_f32<1>(v), x.y, acc);
+  acc = fmaf(int8_f32<2>(v), x.z, acc);
+  return fmaf(int8_f32<3>(v), x.w, acc);
+}
+#elif CVT
 // The hardware conversion instead: e4m3x2 -> f16x2 (exact), each half -> float32; the value itself.
 #define YS 5.421010862427522e-20f            // 2^-64
 __device__ __forceinline__ float dot_word(u32 w, float4 x, float acc) { return dot_word_cvt(w, x, acc); }
@@ -76,8 +95,13 @@ __device__ __forceinline__ void load_batch(const Params& prm, const long long* r
       const int c = c0 + u * STRIDE;
       if (ok[r] && c < NCH) {
         b.w[r][u] = ld_stream(prm.q + rows[r] * KDIM + c * 16);
+#if INT8
+        b.s[r][u] = h2f(__ldg((const unsigned short*)prm.scale + rows[r] * KG + (c >> 1)));
+        b.o[r][u] = 0.f;
+#else
         b.s[r][u] = __ldg(prm.scale + rows[r] * KG + (c >> 1));
         b.o[r][u] = __ldg(prm.offset + rows[r] * KG + (c >> 1));
+#endif
       } else {
         b.w[r][u] = make_uint4(0u, 0u, 0u, 0u);
         b.s[r][u] = 0.f;
@@ -146,7 +170,7 @@ extern "C" __global__ void __launch_bounds__(NW * 32) KERNEL_NAME(const Params p
           const float d = dot_word(w.y, x1, dot_word(w.x, x0, 0.f));
           const float e = dot_word(w.w, x3, dot_word(w.z, x2, 0.f));
           acc_s[r] = fmaf(cur.s[r][u], d + e, acc_s[r]);
-          acc_o[r] = fmaf(cur.o[r][u], xt, acc_o[r]);
+          if (!INT8) acc_o[r] = fmaf(cur.o[r][u], xt, acc_o[r]);
         }
       }
     }

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from inference.fast.prefill import linear
-from inference.quant import Q_HALF_RANGE, Fp8Weight, dequantize_model, describe, quantize_fp8, quantize_model
+from inference.quant import (Q_HALF_RANGE, Fp8Weight, Int8Weight, dequantize_model, describe, quantize_fp8,
+                             quantize_int8, quantize_model)
 
 
 def test_quantize_gives_each_group_of_32_columns_its_mid_range_offset_and_half_range_scale():
@@ -73,16 +74,40 @@ def test_quantize_in_row_chunks_equals_one_pass(monkeypatch):
     assert torch.equal(whole.scale, chunked.scale) and torch.equal(whole.offset, chunked.offset)
 
 
+def test_int8_quantization_keeps_each_group_within_half_a_step_of_its_largest_value():
+    """Symmetric per group of 32: scale = max |w| / 127 in float16, every value within half a step (and the
+    float16 rounding of the scale); a zero group stays zero; chunked passes give the same bytes."""
+    import inference.quant as quant
+
+    g = torch.Generator().manual_seed(3)
+    w = torch.randn(50, 128, generator=g) * torch.rand(50, 1, generator=g)
+    w[4, 32:64] = 0.0
+    iw = quantize_int8(w)
+    groups = w.view(50, 4, 32)
+    step = groups.abs().amax(-1, keepdim=True) / 127
+    assert ((iw.dequantize().view(50, 4, 32) - groups).abs() <= step * (0.5 + 2 ** -9)).all()
+    assert iw.q.abs().max() <= 127 and torch.equal(iw.dequantize()[4, 32:64], torch.zeros(32))
+    assert iw.nbytes() == 50 * 128 + 2 * 50 * 4  # 1.0625 bytes a weight
+    quant.CHUNK_ELEMENTS, before = 128 * 7, quant.CHUNK_ELEMENTS
+    try:
+        chunked = quantize_int8(w)
+    finally:
+        quant.CHUNK_ELEMENTS = before
+    assert torch.equal(chunked.q, iw.q) and torch.equal(chunked.scale, iw.scale)
+
+
 def test_linear_takes_fp8_weights_as_their_dequantized_values():
     g = torch.Generator().manual_seed(2)
     w, x, b = torch.randn(12, 64, generator=g), torch.randn(3, 64, generator=g), torch.randn(12, generator=g)
     fw = quantize_fp8(w)
     assert torch.allclose(linear(x, fw, b), x @ fw.dequantize().T + b, atol=1e-5)
     assert linear(x.bfloat16(), fw).dtype == torch.bfloat16
+    iw = quantize_int8(w)
+    assert torch.allclose(linear(x, iw), x @ iw.dequantize().T, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape", ["tiny", "tiny-untied"])
-@pytest.mark.parametrize("head", [True, False])
+@pytest.mark.parametrize("head", ["int8", "fp8", None])
 def test_quantize_model_replaces_the_linear_layers_and_keeps_the_rest(synth_dir, shape, head):
     from inference.checkpoint import load_weights
     from inference.config import ModelConfig
@@ -96,12 +121,15 @@ def test_quantize_model_replaces_the_linear_layers_and_keeps_the_rest(synth_dir,
     layer = q.layers[0]
     assert all(isinstance(getattr(layer, f), Fp8Weight) for f in ("qkv", "o", "gate_up", "down"))
     assert layer.attn_norm is norms and layer.qkv_bias is bias and q.embed is embed
-    assert isinstance(q.lm_head, Fp8Weight) == head and (q.tied == (not head and cfg.tie_word_embeddings))
-    assert describe(q) == f"fp8-e4m3 (scale+offset per 32; LM head {'fp8' if head else 'float32'})"
+    kind = {"int8": Int8Weight, "fp8": Fp8Weight, None: torch.Tensor}[head]
+    assert isinstance(q.lm_head, kind) and (q.tied == (not head and cfg.tie_word_embeddings))
+    assert describe(q) == f"fp8-e4m3 (scale+offset per 32; LM head {head or 'float32'})"
     lin = sum(getattr(layer, f).nbytes() for layer in q.layers for f in ("qkv", "o", "gate_up", "down"))
     assert lin < bf16_bytes / 3  # from float32: 1.25 bytes (1 + a scale and an offset per 32) instead of 4
     plain = dequantize_model(q)
     assert torch.equal(plain.layers[1].down, q.layers[1].down.dequantize()) and plain.tied == q.tied
+    if head:
+        assert torch.equal(plain.lm_head, q.lm_head.dequantize())
 
 
 @pytest.mark.parametrize("shape", ["tiny", "tiny-untied"])
@@ -111,7 +139,7 @@ def test_quantize_model_casts_the_rest_to_the_run_dtype_and_keeps_a_tied_head_ti
 
     path = synth_dir(shape)
     cfg = ModelConfig.from_file(path / "config.json")
-    q = quantize_model(load_weights(path, cfg), lm_head=False, dtype=torch.bfloat16)
+    q = quantize_model(load_weights(path, cfg), lm_head=None, dtype=torch.bfloat16)
     layer = q.layers[0]
     assert isinstance(layer.down, Fp8Weight) and layer.attn_norm.dtype == layer.mlp_norm.dtype == torch.bfloat16
     assert layer.qkv_bias is None or layer.qkv_bias.dtype == torch.bfloat16
@@ -129,18 +157,21 @@ def test_fp8_is_quantized_from_float32_where_the_checkpoint_is_finer_than_the_ru
 
 def test_the_default_models_q4_1_layers_come_back_exactly_in_fp8():
     """SmolLM2's GGUF Q4_1 linear layers, quantized from float32 as the engine does for a bf16 run, dequantize to
-    the file's values bit for bit (through bf16 first, about 10% of them would)."""
+    the file's values bit for bit (through bf16 first, about 10% of them would), and so does its Q8_0 tied
+    head in int8."""
     from inference.hub import resolve_model_path
     from inference.source import open_checkpoint
 
     ckpt = open_checkpoint(resolve_model_path("default"))
     exact = ckpt.load_weights("cpu", torch.float32)
     wanted = [[getattr(layer, f).clone() for f in ("qkv", "o", "gate_up", "down")] for layer in exact.layers]
-    q = quantize_model(exact, lm_head=False, dtype=torch.bfloat16)
+    head = exact.lm_head.clone()
+    q = quantize_model(exact, dtype=torch.bfloat16)
     for layer, values in zip(q.layers, wanted):
         for f, w in zip(("qkv", "o", "gate_up", "down"), values):
             assert torch.equal(getattr(layer, f).dequantize(), w), f
-    assert q.embed.dtype == torch.bfloat16 and q.tied
+    assert q.embed.dtype == torch.bfloat16 and not q.tied
+    assert isinstance(q.lm_head, Int8Weight) and torch.equal(q.lm_head.dequantize(), head)  # Q8_0: exact in int8
 
 
 @pytest.mark.parametrize("source", ["gguf", "safetensors"])
@@ -153,13 +184,13 @@ def test_loaders_quantize_each_linear_weight_as_they_load_it(source, synth_dir):
     path = resolve_model_path("default") if source == "gguf" else synth_dir("tiny")
     ckpt = open_checkpoint(path)
     streamed = ckpt.loader(torch.float32)(linear=quantize_fp8)
-    whole = quantize_model(ckpt.load_weights("cpu", torch.float32), lm_head=False)
+    whole = quantize_model(ckpt.load_weights("cpu", torch.float32), lm_head=None)
     for a, b in zip(streamed.layers, whole.layers):
         for f in ("qkv", "o", "gate_up", "down"):
             x, y = getattr(a, f), getattr(b, f)
             assert isinstance(x, Fp8Weight) and torch.equal(x.q.view(torch.uint8), y.q.view(torch.uint8))
             assert torch.equal(x.scale, y.scale) and torch.equal(x.offset, y.offset)
-    assert quantize_model(streamed, lm_head=False).layers[0].qkv is streamed.layers[0].qkv  # already FP8: kept
+    assert quantize_model(streamed, lm_head=None).layers[0].qkv is streamed.layers[0].qkv  # already FP8: kept
 
 
 def test_engine_fp8_on_cpu_runs_the_fp8_reference(synth_dir):

@@ -2,7 +2,8 @@
 quantized values, dequantized to float32, through the reference forward (with the fast path's bf16 KV
 cache). Targets as for bf16 (tests/inference/test_fast_path.py): teacher-forced top-1 agreement >= 99%
 over 256 decode positions, logits relative error <= 2e-2; the graph, eager kernels and the unfused tail
-generate the same tokens. GPU only (marker `gpu`)."""
+generate the same tokens; with the engine's int8 LM head (the default), an e4m3 one and a bf16 one. GPU only
+(marker `gpu`)."""
 
 import pytest
 import torch
@@ -37,8 +38,9 @@ def teacher_forced(engine, checkpoint, prompt_len: int, positions: int = 256):
     g = torch.Generator().manual_seed(1)
     ids = torch.randint(0, min(cfg.vocab_size, 30000), (prompt_len + positions,), generator=g)
     prompt, forced = ids[:prompt_len].tolist(), ids[prompt_len:].tolist()
-    lm_head = engine.info["weights_detail"].endswith("LM head fp8)")
-    fp8 = quantize_model(load_weights(checkpoint, cfg, device="cuda", dtype=torch.bfloat16), lm_head=lm_head)
+    head = engine.info["weights_detail"].rsplit("LM head ", 1)[1].rstrip(")")  # int8, fp8 or bfloat16
+    fp8 = quantize_model(load_weights(checkpoint, cfg, device="cuda", dtype=torch.bfloat16),
+                         lm_head=head if head in ("int8", "fp8") else None)
     oracle = ReferenceModel(cfg, dequantize_model(fp8, torch.float32), 1024)
     window = slice(prompt_len - 1, prompt_len - 1 + positions)
     ref = oracle.forward(ids.cuda(), 0, KVCache(cfg, 1024, "cuda", torch.bfloat16))[window]
@@ -53,12 +55,13 @@ def agreement(a, b):
     return (a.argmax(-1) == b.argmax(-1)).float().mean().item(), ((a - b).norm() / b.norm()).item()
 
 
-def test_fp8_engine_runs_the_fp8_runner_with_fp8_weights(checkpoint):
-    from inference.quant import Fp8Weight
+def test_fp8_engine_runs_the_fp8_runner_with_fp8_weights_and_an_int8_head(checkpoint):
+    from inference.quant import Fp8Weight, Int8Weight
 
     engine = _engine(checkpoint)
     assert engine.info["runner"] == "cuda-graph-fp8" and engine.info["weights"] == "fp8"
-    assert isinstance(engine.runner.w.layers[0].down, Fp8Weight)
+    assert isinstance(engine.runner.w.layers[0].down, Fp8Weight) and isinstance(engine.runner.w.lm_head, Int8Weight)
+    assert engine.info["weights_detail"].endswith("LM head int8)")
 
 
 def test_decode_steps_teacher_forced_match_the_fp8_reference(checkpoint):
@@ -77,27 +80,28 @@ def test_prefill_then_decode_teacher_forced_stays_close_to_the_fp8_reference(che
     assert rel <= 2e-2 and agree >= 0.97
 
 
-def _fp8_head_engine(checkpoint):
-    """The FP8 engine with its LM head in FP8 too (inference.quant.FP8_LM_HEAD decides the default)."""
+def _head_engine(checkpoint, head):
+    """The FP8 engine with another LM head than its own int8 one: "fp8" (e4m3) or None (bf16)."""
     from inference.checkpoint import load_weights
     from inference.fast.fp8 import Fp8Runner
     from inference.quant import describe, quantize_model
 
     engine = _engine(checkpoint)
-    weights = quantize_model(load_weights(checkpoint, engine.cfg, device="cuda", dtype=torch.bfloat16), lm_head=True)
+    weights = quantize_model(load_weights(checkpoint, engine.cfg, device="cuda", dtype=torch.bfloat16), lm_head=head)
     engine.runner = Fp8Runner(engine.cfg, weights, 1024)
     engine.info["weights_detail"] = describe(weights)
-    assert engine.info["weights_detail"].endswith("LM head fp8)")
+    assert engine.info["weights_detail"].endswith(f"LM head {head or 'bfloat16'})")
     return engine
 
 
-def test_an_fp8_lm_head_beside_fp8_layers_matches_too(checkpoint):
-    agree, rel = agreement(*teacher_forced(_fp8_head_engine(checkpoint), checkpoint, prompt_len=1))
+@pytest.mark.parametrize("head", ["fp8", None], ids=["fp8-head", "bf16-head"])
+def test_an_fp8_or_bf16_lm_head_beside_fp8_layers_matches_too(checkpoint, head):
+    agree, rel = agreement(*teacher_forced(_head_engine(checkpoint, head), checkpoint, prompt_len=1))
     assert agree >= 0.99 and rel <= 2e-2
 
 
-@pytest.mark.parametrize("fp8_head", [False, True], ids=["bf16-head", "fp8-head"])
-def test_graph_replay_generates_what_eager_kernels_generate(checkpoint, fp8_head):
+@pytest.mark.parametrize("head", ["int8", "fp8", None], ids=["int8-head", "fp8-head", "bf16-head"])
+def test_graph_replay_generates_what_eager_kernels_generate(checkpoint, head):
     """Greedy: the graph, the kernels launched eagerly, and the unfused tail (LM head GEMV + torch argmax
     + feed_token instead of the fused LM head + argmax) agree exactly; seeded sampling is deterministic.
     The prompt fills a prefill bucket (64 tokens): a shorter one is padded to 64 in the prefill graph but not
@@ -109,7 +113,7 @@ def test_graph_replay_generates_what_eager_kernels_generate(checkpoint, fp8_head
     from inference.sampling import SamplingParams
 
     prompt = Prompt.from_ids(list(range(100, 164)))
-    engine = _fp8_head_engine(checkpoint) if fp8_head else _engine(checkpoint)
+    engine = _engine(checkpoint) if head == "int8" else _head_engine(checkpoint, head)
 
     def run(params):
         return [t for ev in engine.generate(prompt, params) if not isinstance(ev, FinishEvent) for t in ev.token_ids]

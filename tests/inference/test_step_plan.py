@@ -196,10 +196,12 @@ DATA = json.loads((Path(__file__).parent / "data" / "step_launches.json").read_t
 
 
 def target(gpu: FakeGpu, cfg: ModelConfig, weights: str = "bf16") -> Target:
+    """weights: bf16, fp8 (e4m3 layers and head), fp8-bf16-head, fp8-int8-head (the FP8 engine's)."""
     fp8 = weights != "bf16"
     return Target(sms=gpu.sms, cuda_attention=gpu.cuda_attention(cfg),
                   streamable=frozenset(STREAMED) if gpu.nvrtc and not fp8 else frozenset(),
-                  fp8=fp8, fp8_lm_head=weights == "fp8", fp8_cuda=fp8 and gpu.nvrtc, cols=gpu.nvrtc and not fp8,
+                  fp8=fp8, fp8_lm_head=weights in ("fp8", "fp8-int8-head"), int8_lm_head=weights == "fp8-int8-head",
+                  fp8_cuda=fp8 and gpu.nvrtc, cols=gpu.nvrtc and not fp8,
                   fp8_stream=frozenset(LINEAR_FIELDS) if fp8 and gpu.nvrtc else frozenset())
 
 
@@ -259,6 +261,16 @@ def test_forced_cuda_attention_runs_at_every_position_with_clusters_for_any_cont
     plan = plan_for("h200", "qwen2.5-coder-1.5b", attention="cuda")
     assert plan.at(0) == plan.at(10 ** 6)
     assert plan.at(0).workspace == Workspace("cluster", splits=None, cluster=16)  # the GPU's default splits
+
+
+def test_an_int8_lm_head_runs_cuda_c_logits_beside_the_cuda_fp8_gemvs_and_triton_elsewhere():
+    """The FP8 engine's int8 head: kernels.fp8_cuda_gemv's logits (+ a Triton argmax launch) where the layers run
+    the CUDA FP8 GEMVs; the Triton 8-bit head with the Triton GEMVs or without NVRTC."""
+    p = plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8-int8-head").at(0)
+    assert (p.lm_head.kernel, p.lm_head_argmax.kernel) == ("fp8_cuda_rmsnorm_gemv", "fp8_cuda_lm_head_argmax")
+    for p in (plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8-int8-head", gemv="triton").at(0),
+              plan_for("h200-no-nvrtc", "qwen2.5-coder-1.5b", weights="fp8-int8-head").at(0)):
+        assert (p.lm_head.kernel, p.lm_head_argmax.kernel) == ("fp8_rmsnorm_gemv", "fp8_lm_head_argmax")
 
 
 def test_fp8_weights_plan_the_cuda_fp8_gemvs_at_every_position():
@@ -519,9 +531,10 @@ def test_a_real_runner_plans_as_the_fakes_assume(weights, tmp_path):
     cfg = runner.cfg
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     gpu = FakeGpu("this", runner.tuning, sms, _cuda_rtc.available(runner.device))
-    from inference.quant import FP8_LM_HEAD
+    from inference.quant import LM_HEAD
 
-    engine_weights = "bf16" if weights == "bf16" else "fp8" if FP8_LM_HEAD else "fp8-bf16-head"  # the engine's LM head
+    heads = {"int8": "fp8-int8-head", "fp8": "fp8"}
+    engine_weights = "bf16" if weights == "bf16" else heads.get(LM_HEAD, "fp8-bf16-head")
     assert runner.target == target(gpu, cfg, engine_weights)
     assert runner.plan == choose(cfg, runner.tuning, runner.target)
     assert runner.step_plan() == runner.plan.at(0) and runner.layer_plan == runner.plan.at(0)

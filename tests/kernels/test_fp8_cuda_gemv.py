@@ -1,7 +1,8 @@
 """Spec for the CUDA C FP8 GEMVs (kernels/fp8_cuda_gemv.py): each matches the PyTorch twin of its Triton
 kernel (the weight dequantized, float32 math) at the model layer shapes (1.5B, Llama-3.2-1B, 3B, Qwen3-1.7B),
-on odd shapes, with bias, PDL, every launch config of the rule, and inside one CUDA graph. On the CPU: the
-variants assemble, and the launch configs fill the GPU."""
+on odd shapes, with bias, PDL, every launch config of the rule, and inside one CUDA graph; the int8 LM head
+(logits, and logits + argmax + feed) at the model vocabularies. On the CPU: the variants assemble, and the
+launch configs fill the GPU."""
 
 import ctypes
 
@@ -10,10 +11,12 @@ import torch
 
 from kernel_helpers import check_down_prefetch, check_replays, fp8_weight, poisoned, randn, rel_err
 
-from inference.quant import quantize_fp8
+from inference.quant import quantize_fp8, quantize_int8
 from kernels import _cuda_rtc
-from kernels.fp8_cuda_gemv import (MODES, Config, _Params, config_for, fp8_cuda_gemv_residual,
+from kernels.fp8_cuda_gemv import (MODES, Config, _Params, config_for, fp8_cuda_gemv_residual, fp8_cuda_lm_head_argmax,
                                    fp8_cuda_rmsnorm_gate_up_silu, fp8_cuda_rmsnorm_gemv, smem_bytes, source)
+from kernels.fp8_lm_head_argmax import fp8_lm_head_argmax_ref
+from kernels.lm_head_mma_cols import mma_scratch
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu_ref
 from kernels.fp8_gemv_residual import fp8_gemv_residual_ref
 from kernels.fp8_rmsnorm_gemv import fp8_rmsnorm_gemv_ref
@@ -54,6 +57,12 @@ def test_the_rule_gives_every_layer_enough_ctas_and_shared_memory_that_fits(shap
     assert cfg.NW % cfg.WK == 0
     assert -(-units // cfg.units_per_cta()) >= 132, "fewer CTAs than an H100 has SMs"
     assert smem_bytes(k) <= 227 << 10
+
+
+def test_an_int8_variant_defines_int8_and_the_head_rule_stages_the_activation_for_32_rows():
+    src, _ = source("rmsnorm_gemv", 1536, config_for("head", 151936, 1536), 0, -1, False, True)
+    assert "#define INT8 1\n" in src and config_for("head", 151936, 1536).units_per_cta() == 32
+    assert "#define INT8 0\n" in source("rmsnorm_gemv", 1536, Config())[0]
 
 
 def test_rejects_k_not_a_multiple_of_32():
@@ -135,6 +144,52 @@ def test_gpu_subnormal_weights_and_tiny_activations_are_not_flushed(gen):
             fp8_cuda_gemv_residual(x, q, s, o, r, config=cfg)
             torch.cuda.synchronize()
             assert rel_err(r, ref) <= 1e-5, (scale, cfg)
+
+
+def int8_weight(n, k, gen, scale=0.02):
+    w = quantize_int8(randn(n, k, gen=gen, scale=scale, device="cpu"))
+    return w.q.cuda(), w.scale.cuda(), None
+
+
+@pytest.mark.gpu
+@HOPPER
+@pytest.mark.parametrize("n,k", [(151936, 1536), (128256, 2048), (151936, 2048), (49152, 576), (999, 800)])
+def test_gpu_int8_lm_head_logits_then_argmax_and_feed_match_the_reference(n, k, gen):
+    w = int8_weight(n, k, gen)
+    x, nw = randn(k, gen=gen, scale=2.0), randn(k, gen=gen, dtype=torch.bfloat16)
+    ref_logits, ref_token = fp8_lm_head_argmax_ref(x, *w, nw)
+    out = poisoned(n)
+    fp8_cuda_rmsnorm_gemv(x, *w, out, norm_w=nw, pdl=True)
+    torch.cuda.synchronize()
+    assert rel_err(out, ref_logits) <= 1e-5
+    for cfg in (None, Config(R=1, NW=8, U=2), Config(R=4, WK=2, NW=8)):
+        embed = randn(n, k, gen=gen, dtype=torch.bfloat16)
+        logits, xi = poisoned(n), x.clone()
+        token = torch.zeros(1, dtype=torch.int64, device="cuda")
+        pos = torch.tensor([5], dtype=torch.int32, device="cuda")
+        ring = torch.full((16,), -1, dtype=torch.int64, device="cuda")
+        fp8_cuda_lm_head_argmax(xi, *w, logits, token, pos, embed, mma_scratch("cuda"), norm_w=nw, ring=ring, pdl=True,
+                                config=cfg)
+        torch.cuda.synchronize()
+        assert rel_err(logits, ref_logits) <= 1e-5 and int(token) == int(ref_token), cfg
+        assert int(pos) == 6 and int(ring[6]) == int(token) and torch.equal(xi, embed[int(token)].float())
+
+
+@pytest.mark.gpu
+@HOPPER
+def test_gpu_int8_values_unpack_exactly(gen):
+    """Every int8 code in every byte position, as unit weights against one-hot activations: logits are the codes."""
+    k = 256
+    codes = torch.arange(-128, 128, dtype=torch.int8)
+    q = torch.stack([codes.roll(i) for i in range(8)]).cuda()  # 8 rows, each a permutation of the codes
+    scale = torch.ones(8, k // 32, dtype=torch.float16, device="cuda")
+    for j in (0, 1, 2, 3, 101, 255):
+        x = torch.zeros(k, device="cuda")
+        x[j] = 1.0
+        out = poisoned(8)
+        fp8_cuda_rmsnorm_gemv(x, q, scale, None, out)
+        torch.cuda.synchronize()
+        assert torch.equal(out, q[:, j].float()), j
 
 
 @pytest.mark.gpu

@@ -1,14 +1,15 @@
 """Spec for the FP8-weight GEMV kernels (kernels/fp8_*.py): each matches its PyTorch twin (the weight
 dequantized, float32 math) on odd shapes, and the dense product within e4m3's rounding; on the GPU also at
-the real model shapes, with PDL, and inside one CUDA graph."""
+the real model shapes, with PDL, and inside one CUDA graph. The LM head kernels take an int8 head as well
+(inference.quant.Int8Weight: offset None)."""
 
 import pytest
 import torch
 
 from kernel_helpers import DEVICE, gpu, poisoned, randn, rel_err
 
-from inference.quant import quantize_fp8
-from kernels._fp8 import dequantize, e4m3_byte
+from inference.quant import quantize_fp8, quantize_int8
+from kernels._fp8 import dequantize, e4m3_byte, int8_byte
 from kernels.fp8_gate_up_silu import fp8_rmsnorm_gate_up_silu, fp8_rmsnorm_gate_up_silu_ref
 from kernels.fp8_gemv_residual import fp8_gemv_residual, fp8_gemv_residual_ref
 from kernels.fp8_lm_head_argmax import fp8_lm_head_argmax, fp8_lm_head_argmax_ref
@@ -22,6 +23,12 @@ def fp8(n, k, gen, scale=1.0):
     """(q, scale, offset) of a random [n, k] weight on DEVICE: the kernels' three weight arguments."""
     w = quantize_fp8(randn(n, k, gen=gen, scale=scale, device="cpu") + 0.1 * scale)  # + 0.1: offsets not ~0
     return w.q.to(DEVICE), w.scale.to(DEVICE), w.offset.to(DEVICE)
+
+
+def int8(n, k, gen, scale=1.0):
+    """(q, scale, None) of a random [n, k] weight in int8 on DEVICE: an int8 LM head's kernel arguments."""
+    w = quantize_int8(randn(n, k, gen=gen, scale=scale, device="cpu"))
+    return w.q.to(DEVICE), w.scale.to(DEVICE), None
 
 
 def test_every_e4m3_byte_unpacks_to_its_value_times_2_pow_minus_120():
@@ -45,10 +52,29 @@ def test_every_e4m3_byte_unpacks_to_its_value_times_2_pow_minus_120():
     assert torch.equal(out.cpu() * 2.0 ** 120, want)
 
 
+def test_every_int8_byte_unpacks_to_its_value():
+    """int8_byte's integer unpacking of all 256 codes in all four byte positions of a word."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def unpack(words_ptr, out_ptr, N: tl.constexpr):
+        i = tl.arange(0, N)
+        w = tl.load(words_ptr + i)
+        for j in tl.static_range(4):
+            tl.store(out_ptr + i * 4 + j, int8_byte(w, j))
+
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8)
+    out = torch.empty(256, device=DEVICE)
+    unpack[(1,)](codes.to(DEVICE).view(torch.int32), out, 64)
+    assert torch.equal(out.cpu(), codes.view(torch.int8).float())
+
+
 @pytest.mark.parametrize("n,k", SHAPES)
 @pytest.mark.parametrize("norm,bias", [(True, True), (False, False)])
-def test_rmsnorm_gemv_matches_reference(n, k, norm, bias, gen):
-    w = fp8(n, k, gen)
+@pytest.mark.parametrize("code", ["e4m3", "int8"])
+def test_rmsnorm_gemv_matches_reference(n, k, norm, bias, code, gen):
+    w = (fp8 if code == "e4m3" else int8)(n, k, gen)
     x = randn(k, gen=gen, scale=3.0)
     nw = randn(k, gen=gen, dtype=torch.bfloat16) if norm else None
     b = randn(n, gen=gen, dtype=torch.bfloat16) if bias else None
@@ -75,9 +101,10 @@ def test_gate_up_silu_matches_reference(i, k, gen):
     assert rel_err(out, fp8_rmsnorm_gate_up_silu_ref(x, nw, 1e-6, *w)) <= 1e-5
 
 
-def test_lm_head_argmax_picks_the_best_logit_and_feeds_it_back(gen):
+@pytest.mark.parametrize("code", ["e4m3", "int8"])
+def test_lm_head_argmax_picks_the_best_logit_and_feeds_it_back(code, gen):
     n, k = 300, 64
-    w = fp8(n, k, gen)
+    w = (fp8 if code == "e4m3" else int8)(n, k, gen)
     x, nw = randn(k, gen=gen), randn(k, gen=gen, dtype=torch.bfloat16)
     embed = randn(n, k, gen=gen, dtype=torch.bfloat16)
     logits, token = poisoned(n), torch.zeros(1, dtype=torch.int64, device=DEVICE)
@@ -102,6 +129,21 @@ def test_the_kernels_read_the_layout_inference_quant_stores(gen):
     fp8_rmsnorm_gemv(x, fw.q.to(DEVICE), fw.scale.to(DEVICE), fw.offset.to(DEVICE), out)
     assert rel_err(out, w.to(DEVICE) @ x) <= 1e-5
     assert torch.equal(fw.dequantize(), dequantize(fw.q, fw.scale, fw.offset))
+
+
+def test_an_int8_head_reads_the_layout_inference_quant_stores(gen):
+    """Against the dense weight: a Q8_0 grid (d * i per group of 32, d float16, |i| <= 127 with 127 present) is
+    exact in int8, so the kernels' product equals the dense one to float32 rounding."""
+    g = torch.Generator().manual_seed(6)
+    i = torch.randint(-127, 128, (40, 5, 32), generator=g)
+    i[..., 3] = 127
+    d = (torch.rand(40, 5, 1, generator=g) * 0.01).half().float()
+    w = (d * i).view(40, 160)
+    iw = quantize_int8(w)
+    assert torch.equal(iw.dequantize(), w)
+    x, out = randn(160, gen=gen), poisoned(40)
+    fp8_rmsnorm_gemv(x, iw.q.to(DEVICE), iw.scale.to(DEVICE), None, out)
+    assert rel_err(out, w.to(DEVICE) @ x) <= 1e-5
 
 
 def test_rejects_k_not_a_multiple_of_32(gen):
@@ -143,9 +185,28 @@ def test_gpu_real_shapes_with_pdl(n, k, gen):
 
 @pytest.mark.gpu
 @gpu
+@pytest.mark.parametrize("n,k", [(151936, 1536), (128256, 2048), (151936, 2048), (49152, 576)])
+def test_gpu_int8_lm_head_at_real_shapes_with_pdl(n, k, gen):
+    """The int8 LM head (logits, and logits + argmax + feed) at the vocabularies of the model shapes."""
+    w = int8(n, k, gen, scale=0.02)
+    x, nw = randn(k, gen=gen), randn(k, gen=gen, dtype=torch.bfloat16)
+    out = poisoned(n)
+    fp8_rmsnorm_gemv(x, *w, out, norm_w=nw, pdl=True)
+    ref_logits, ref_token = fp8_lm_head_argmax_ref(x, *w, nw)
+    torch.cuda.synchronize()
+    assert rel_err(out, ref_logits) <= 1e-5
+    embed = randn(n, k, gen=gen, dtype=torch.bfloat16)
+    token, pos = torch.zeros(1, dtype=torch.int64, device="cuda"), torch.zeros(1, dtype=torch.int32, device="cuda")
+    fp8_lm_head_argmax(x, *w, poisoned(n), token, pos, embed, argmax_scratch("cuda"), norm_w=nw, pdl=True)
+    torch.cuda.synchronize()
+    assert int(token) == int(ref_token) and int(pos) == 1
+
+
+@pytest.mark.gpu
+@gpu
 def test_gpu_kernels_chain_in_one_cuda_graph(gen):
-    """QKV-like, residual, gate/up, down and LM head argmax captured in one graph with PDL: each replay equals
-    the references run step by step."""
+    """QKV-like, residual, gate/up, down and (int8) LM head argmax captured in one graph with PDL: each replay
+    equals the references run step by step."""
     from kernel_helpers import captured
 
     h, i, v = 512, 1024, 4096
@@ -153,7 +214,7 @@ def test_gpu_kernels_chain_in_one_cuda_graph(gen):
     wo = fp8(h, 768, gen, 0.05)
     wg = fp8(2 * i, h, gen, 0.05)
     wd = fp8(h, i, gen, 0.05)
-    wl = fp8(v, h, gen, 0.05)
+    wl = int8(v, h, gen, 0.05)
     nw = randn(h, gen=gen, dtype=torch.bfloat16)
     embed = randn(v, h, gen=gen, dtype=torch.bfloat16)
     x = randn(h, gen=gen)

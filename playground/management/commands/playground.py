@@ -45,7 +45,8 @@ class Command(BaseCommand):
         parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N (default: cuda when available)")
         parser.add_argument("--dtype", default=None, help="float32 | bfloat16 | float16 (default per device)")
         parser.add_argument("--weights", default=None, choices=["fp8", "bf16", "fp16", "fp32"],
-                            help="fp8: e4m3 linear layers quantized at load (default: the checkpoint's, in --dtype)")
+                            help="fp8: e4m3 linear layers and an int8 LM head, quantized at load (default: the "
+                                 "checkpoint's, in --dtype)")
         parser.add_argument("--no-worker", action="store_true",
                             help="web only (needs REDIS_URL and separate `playground_worker` processes)")
 

@@ -31,7 +31,8 @@ class Command(BaseCommand):
         parser.add_argument("--device", default=None, help="cpu | cuda | cuda:N")
         parser.add_argument("--dtype", default=None)
         parser.add_argument("--weights", default=None, choices=["fp8", "bf16", "fp16", "fp32"],
-                            help="fp8: e4m3 linear layers quantized at load (default: the checkpoint's, in --dtype)")
+                            help="fp8: e4m3 linear layers and an int8 LM head, quantized at load (default: the "
+                                 "checkpoint's, in --dtype)")
         parser.add_argument("--worker-id", default=None)
         parser.add_argument("--tp", type=int, default=1, help="split the model over N GPUs (cuda:0..N-1; "
                             "tensor-parallel reference path)")
