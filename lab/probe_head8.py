@@ -1,6 +1,7 @@
 """Lab probe: the greedy LM head launch (final norm + LM head + argmax + feed) per weight format, GPU only.
 
     python -m lab.probe_head8 [--shapes qwen2.5-coder-1.5b,llama-3.2-1b,qwen2.5-coder-3b] [--configs]
+                              [--formats bf16,e4m3,int8,cuda] [--cuda "R,WK,NW,U;R,WK,NW,U"]
 
 For each shape's vocabulary x hidden: kernels.lm_head_argmax on the bf16 head (the tuning row's config),
 kernels.fp8_lm_head_argmax on an e4m3 head (scale + offset per 32, 1.25 bytes a weight) and on an int8 head
@@ -10,7 +11,8 @@ head beside the CUDA FP8 GEMVs), each timed as the step runs it (24
 launches back to back in one CUDA graph over rotating weight copies so L2 never holds them, PDL on:
 lab.bench_kernels.in_graph_us), with bytes read / time as a share of the copy bandwidth. --configs also
 times the 8-bit heads at other launch configs (Triton: BLOCK_N, BLOCK_K, num_warps; CUDA: kernels.fp8_cuda_gemv
-Config R, WK, NW, U). Not a test; the end-to-end
+Config R, WK, NW, U; --cuda names them instead). --formats picks the rows: bf16, e4m3 and int8 (Triton), cuda
+(the int8 head in CUDA C). Not a test; the end-to-end
 number is inference.bench --weights fp8,bf16.
 """
 
@@ -39,7 +41,11 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--shapes", default="qwen2.5-coder-1.5b,llama-3.2-1b,qwen2.5-coder-3b")
     p.add_argument("--configs", action="store_true", help="other launch configs for the 8-bit heads")
+    p.add_argument("--formats", default="bf16,e4m3,int8,cuda")
+    p.add_argument("--cuda", default=None, help='CUDA configs "R,WK,NW,U;..." (default: the rule, with --configs more)')
     args = p.parse_args(argv)
+    formats_on = set(args.formats.split(","))
+    cuda_configs = [Config(*map(int, c.split(","))) for c in args.cuda.split(";")] if args.cuda else None
     bw = copy_bandwidth()
     print(f"{torch.cuda.get_device_name()}: copy bandwidth {bw:.0f} GB/s")
     rows = []
@@ -58,16 +64,20 @@ def main(argv=None) -> int:
                    ("e4m3", lambda: quantize_fp8(dense()), n * k + 8 * n * (k // 32)),
                    ("int8", lambda: quantize_int8(dense()), n * k + 2 * n * (k // 32))]
         for fmt, make, nbytes in formats:
+            if fmt not in formats_on and not (fmt == "int8" and "cuda" in formats_on):
+                continue
             ws = copies(make, nbytes)
+            configs = []
             if fmt == "bf16":
                 configs = [None]
-            else:
+            elif fmt in formats_on:
                 rule = fp8_config("gemv", n, k)
                 rule = (rule["BLOCK_N"], rule["BLOCK_K"], rule["num_warps"])
                 configs = [rule] + ([c for c in CONFIGS if c != rule] if args.configs else [])
-            if fmt == "int8":
+            if fmt == "int8" and "cuda" in formats_on:
                 head = config_for("head", n, k)
-                configs += [head] + ([c for c in CUDA_CONFIGS if c != head] if args.configs else [])
+                more = cuda_configs if cuda_configs else CUDA_CONFIGS if args.configs else []
+                configs += [head] + [c for c in more if c != head]
             for c in configs:
                 if c is None:
                     def launch(w):
