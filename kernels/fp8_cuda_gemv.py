@@ -141,16 +141,18 @@ def _launch(mode: str, q, scale, offset, act, out, units: int, cfg: Config, *, n
 def fp8_cuda_rmsnorm_gemv(
     x: torch.Tensor, q: torch.Tensor, scale: torch.Tensor, offset: torch.Tensor | None, out: torch.Tensor,
     norm_w: torch.Tensor | None = None, eps: float = 1e-6, bias: torch.Tensor | None = None,
-    *, pdl: bool = False, config: Config | None = None,
+    *, pdl: bool = False, early: bool | None = None, config: Config | None = None,
 ) -> torch.Tensor:
     """Same contract as kernels.fp8_rmsnorm_gemv.fp8_rmsnorm_gemv (reference: fp8_rmsnorm_gemv_ref); offset
-    None: int8 q. The default config: the LM head's rule for an int8 weight, else the QKV rule."""
+    None: int8 q. The default config: the LM head's rule for an int8 weight, else the QKV rule. early: release
+    the next kernel (PDL) right after the wait instead of after the main loop (None: the config's)."""
     check_fp8(q, scale, offset)
     n, k = q.shape
     check_rmsnorm_gemv_args(n, k, x, out, norm_w, bias, q.device)
-    _launch("rmsnorm_gemv", q, scale, offset, x, out, n,
-            config or config_for("head" if offset is None else "gemv", n, k), norm_w=norm_w, bias=bias, eps=eps,
-            pdl=pdl)
+    cfg = config or config_for("head" if offset is None else "gemv", n, k)
+    if early is not None:
+        cfg = replace(cfg, early=early)
+    _launch("rmsnorm_gemv", q, scale, offset, x, out, n, cfg, norm_w=norm_w, bias=bias, eps=eps, pdl=pdl)
     return out
 
 

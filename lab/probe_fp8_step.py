@@ -4,7 +4,8 @@
 
 Variants: "triton" (the Triton FP8 GEMVs), "cuda" (kernels.fp8_cuda_gemv, this GPU's tuning row), then flags
 after "/": "a" the CUDA attention releases o_proj at its start (fp8_attention_early), "e" o_proj releases gate/up
-right after its PDL wait (the row's fp8_o_proj_early), "n" no
+right after its PDL wait (the row's fp8_o_proj_early), "r" QKV releases the attention right after its PDL wait
+(fp8_qkv_early), "n" no
 down_proj L2 prefetch (fp8_down_l2_prefetch = 0), "s" the streamed FP8 GEMVs (kernels.fp8_stream_gemv) for all
 four weights, "q" / "o" / "g" / "d" each for QKV / o_proj / gate/up / down, "c" none (CUDA-core kernels only;
 the row's fp8_stream); set through FastRunner.use_tuning. Each variant: the
@@ -32,6 +33,8 @@ def use(runner, variant: str) -> None:
         row = replace(row, fp8_o_proj_early=True)
     if "a" in flags:
         row = replace(row, fp8_attention_early=True)
+    if "r" in flags:
+        row = replace(row, fp8_qkv_early=True)
     if "n" in flags:
         row = replace(row, fp8_down_l2_prefetch=0)
     streamed = tuple(w for f, w in (("q", "qkv"), ("o", "o"), ("g", "gate_up"), ("d", "down")) if f in flags or "s" in flags)

@@ -295,7 +295,8 @@ def _fp8_layer(cfg: ModelConfig, t: Tuning, target: Target, attention_mode: str,
             return "fp8_stream_" if streamed else fp8
         down = launch(f"{kind('down')}gemv_residual", l2_prefetch=ahead)
         o_proj = launch(f"{kind('o')}gemv_residual", early=t.fp8_o_proj_early)
-        qkv, gate_up = launch(f"{kind('qkv')}rmsnorm_gemv"), launch(f"{kind('gate_up')}rmsnorm_gate_up_silu")
+        qkv = launch(f"{kind('qkv')}rmsnorm_gemv", **({"early": True} if t.fp8_qkv_early else {}))
+        gate_up = launch(f"{kind('gate_up')}rmsnorm_gate_up_silu")
     else:
         down = launch("fp8_gemv_residual", l2_prefetch=ahead)
         o_proj, qkv, gate_up = launch("fp8_gemv_residual"), launch("fp8_rmsnorm_gemv"), launch("fp8_rmsnorm_gate_up_silu")

@@ -5,7 +5,7 @@
 #   PART=2: the quality gate on the real model at $MODEL (fast path, FP8 and bf16 against float32; run after
 #           `bash scripts/gpu/model.sh join` with PYTHONPATH=/tmp/site), then inference.bench --weights fp8,bf16
 #           per shape (SHAPES), a table last.
-# Usage: OUT=... BUDGET=540 PART=1|2 [TESTS=0] [SHAPES="a b"] [ROUNDS=2] bash scripts/gpu/s20.sh      logs: $OUT/s20/, logs.tgz
+# Usage: OUT=... BUDGET=540 PART=1|2 [TESTS=0] [HEAD8=0] [SHAPES="a b"] [ROUNDS=2] bash scripts/gpu/s20.sh      logs: $OUT/s20/, logs.tgz
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/lib.sh
@@ -15,7 +15,7 @@ if [ "${PART:-1}" = 1 ]; then
   [ "${TESTS:-1}" = 1 ] && step tests 240 "${now[@]}" python3 -m pytest "${PYTEST[@]}" -m gpu tests/kernels/test_fp8_gemv.py \
     tests/kernels/test_fp8_cuda_gemv.py tests/kernels/test_fp8_dequantize.py tests/inference/test_fp8_fast_path.py \
     tests/inference/test_step_plan.py
-  step head8 120 "${now[@]}" python3 -m lab.probe_head8 --shapes "${SHAPES// /,}" --configs
+  [ "${HEAD8:-1}" = 1 ] && step head8 120 "${now[@]}" python3 -m lab.probe_head8 --shapes "${SHAPES// /,}" --configs
   for r in $(seq "${ROUNDS:-2}"); do
     step "step-before-$r" 90 "${before[@]}" python3 -m lab.probe_fp8_step --shapes "${SHAPES// /,}" --variants cuda
     step "step-now-$r" 90 "${now[@]}" python3 -m lab.probe_fp8_step --shapes "${SHAPES// /,}" --variants cuda

@@ -22,7 +22,7 @@ import torch
 from inference.config import ModelConfig
 from inference.fast.plan import STREAMED, Prefetch, Target, Workspace, choose, plain_gemv, verify_gemv
 from inference.fast.step import KERNELS, bind_step
-from inference.quant import LINEAR_FIELDS, Fp8Weight
+from inference.quant import LINEAR_FIELDS, Fp8Weight, Int8Weight
 from inference.weights import LayerWeights, ModelWeights
 from kernels.tuning import H200, DeviceInfo, Tuning, generic
 
@@ -76,10 +76,13 @@ def _t(*shape, dtype=torch.bfloat16):
 def _linear(n, k, fp8):
     if not fp8:
         return _t(n, k)
+    if fp8 == "int8":
+        return Int8Weight(_t(n, k, dtype=torch.int8), _t(n, k // 32, dtype=torch.float16))
     return Fp8Weight(_t(n, k, dtype=E4M3), _t(n, k // 32, dtype=torch.float32), _t(n, k // 32, dtype=torch.float32))
 
 
-def fake_weights(cfg: ModelConfig, fp8: bool = False, fp8_lm_head: bool = False) -> ModelWeights:
+def fake_weights(cfg: ModelConfig, fp8: bool = False, fp8_lm_head: bool | str = False) -> ModelWeights:
+    """fp8_lm_head: True (e4m3) or "int8" for an 8-bit head beside FP8 layers."""
     h, i, hd = cfg.hidden_size, cfg.intermediate_size, cfg.head_dim
     layers = [LayerWeights(attn_norm=_t(h), qkv=_linear(cfg.qkv_size, h, fp8),
                            qkv_bias=_t(cfg.qkv_size) if cfg.attention_bias else None,
@@ -131,7 +134,9 @@ def tensor_names(state, layer: int | None = None) -> dict[str, torch.Tensor]:
             elif t is not None:
                 names[f"{prefix(i)}{f}"] = t
     names |= {"embed": w.embed, "norm": w.norm}
-    if isinstance(w.lm_head, Fp8Weight):
+    if isinstance(w.lm_head, Int8Weight):
+        names |= {"lm_head.q": w.lm_head.q, "lm_head.scale": w.lm_head.scale}
+    elif isinstance(w.lm_head, Fp8Weight):
         names |= {"lm_head.q": w.lm_head.q, "lm_head.scale": w.lm_head.scale, "lm_head.offset": w.lm_head.offset}
     else:
         names["lm_head"] = w.lm_head
@@ -467,7 +472,7 @@ def workspace_name(spec: Workspace) -> str:
 def launched(gpu: str, shape: str, weights: str, attention: str, gemv: str, pdl: bool = True) -> str:
     """The case as the data file writes it, from the plan and its bound step."""
     cfg = model_config(shape)
-    w = fake_weights(cfg, weights != "bf16", weights == "fp8")
+    w = fake_weights(cfg, weights != "bf16", {"fp8": True, "fp8-int8-head": "int8"}.get(weights, False))
     state = fake_state(cfg, w, pdl)
     try:
         plan = choose(cfg, GPUS[gpu].row, target(GPUS[gpu], cfg, weights), attention, gemv)
@@ -508,7 +513,7 @@ def test_the_bound_step_launches_what_the_runner_launched_before_the_plan(group)
 def test_the_recorded_cases_cover_every_mode_shape_and_gpu():
     cases = [c.split() for c in DATA["cases"]]
     assert {c[0] for c in cases} == set(GPUS) and {c[1] for c in cases} == set(SHAPES)
-    assert {c[2] for c in cases} == {"bf16", "fp8", "fp8-bf16-head"}
+    assert {c[2] for c in cases} == {"bf16", "fp8", "fp8-bf16-head", "fp8-int8-head"}
     assert {c[3] for c in cases if c[2] == "bf16"} == {f"{a}/{g}" for a in ("auto", "cuda", "triton")
                                                       for g in ("auto", "overlap", "triton")}
     assert sum(not v.startswith("error") for v in DATA["cases"].values()) >= 150
