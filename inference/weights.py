@@ -3,7 +3,8 @@
 `checkpoint.load_weights` fills these from Hugging Face safetensors; the reference forward and
 the GPU fast path both read them. Projections that consume the same input are packed at load
 time (q|k|v into `qkv`, gate|up into `gate_up`) so a decode step reads each input once. With FP8
-weights (inference.quant) the linear fields and the LM head hold `Fp8Weight`s (e4m3 values + scales).
+weights (inference.quant) the linear fields hold `Fp8Weight`s (e4m3 values + scales) and the LM head an
+`Int8Weight` (int8 values + scales).
 This file only describes the layout; it does no I/O.
 """
 
