@@ -64,15 +64,19 @@ class Tuning:
                                      "(H200 step: 1.5B 948.1 -> 938.1 us, 3B 1563.6 -> 1533.5; Llama-3.2-1B, "
                                      "head_dim 64, runs the Triton attention: 688.0 / 687.7)",
                                      "PERF.md: FP8 CUDA GEMVs")
-    fp8_o_proj_early: bool = knob(False, "the CUDA FP8 o_proj releases gate/up (PDL) right after its wait, so "
-                                  "gate/up's CTAs load weights beside it", "PERF.md: FP8 CUDA GEMVs")
+    fp8_o_proj_early: bool = knob(True, "the FP8 o_proj releases gate/up (PDL) right after its wait, so gate/up's "
+                                  "CTAs load weights beside it (with o_proj streamed, H200 step: 1.5B 886.2 -> 881.8 "
+                                  "us, Llama-3.2-1B 634.5 -> 621.1, 3B 1479.8 -> 1464.0; streamed alone 891.6 / 630.4 "
+                                  "/ 1507.9; released early from the CUDA-core o_proj: 886.1 -> 881.3 / 634.4 -> "
+                                  "633.9 / 1480.7 -> 1511.3)", "PERF.md: FP8 CUDA GEMVs")
     fp8_qkv_early: bool = knob(True, "the CUDA FP8 QKV releases the attention (PDL) right after its wait, so the "
                                "attention's CTAs start beside it (H200 step: 1.5B 904.0 -> 881.3 us, Llama-3.2-1B "
                                "643.7 -> 637.3, 3B 1496.2 -> 1484.3)", "PERF.md: FP8 CUDA GEMVs")
-    fp8_stream: tuple[str, ...] = knob(("gate_up", "down"), "the FP8 GEMVs of these weights (qkv, o, gate_up, "
-                                       "down) stream through a shared-memory ring (kernels.fp8_stream_gemv) instead "
-                                       "of kernels.fp8_cuda_gemv (H200 step, gate/up: 1.5B 1050 -> 997 us, "
-                                       "Llama-3.2-1B 759 -> 706, 3B 1795 -> 1595; and down: 967 / 698 / 1652)",
+    fp8_stream: tuple[str, ...] = knob(("o", "gate_up", "down"), "the FP8 GEMVs of these weights (qkv, o, "
+                                       "gate_up, down) stream through a shared-memory ring (kernels.fp8_stream_gemv) "
+                                       "instead of kernels.fp8_cuda_gemv (H200 step, gate/up: 1.5B 1050 -> 997 us, "
+                                       "Llama-3.2-1B 759 -> 706, 3B 1795 -> 1595; and down: 967 / 698 / 1652; and "
+                                       "o_proj, released early: see fp8_o_proj_early)",
                                        "PERF.md: FP8 streamed GEMVs")
     fp8_stream_max_k: int = knob(8960, "weights stream only up to this K: the 3B's down_proj (K = 11008, six "
                                  "slots a row) is slower streamed", "PERF.md: FP8 streamed GEMVs")
@@ -183,7 +187,7 @@ def generic(info: DeviceInfo) -> Tuning:
     return replace(H200, name="generic", why=f"fallback for {info.name}: {info.sms} SMs, "
                    f"{info.smem_per_block >> 10} KB shared memory per block, {info.l2_bytes >> 20} MB L2",
                    cuda_attention=False, stream_gemv=False, stream_verify=False, stream_down=False, stream_head=False,
-                   fp8_cuda_gemv=False, fp8_attention_early=False, fp8_qkv_early=False,
+                   fp8_cuda_gemv=False, fp8_attention_early=False, fp8_qkv_early=False, fp8_o_proj_early=False,
                    fp8_stream=(),
                    cols_gemv_max_hidden=0,
                    gate_up_l2_prefetch=0, down_l2_prefetch=prefetch,

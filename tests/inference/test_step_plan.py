@@ -279,16 +279,18 @@ def test_an_int8_lm_head_runs_cuda_c_logits_beside_the_cuda_fp8_gemvs_and_triton
 
 
 def test_fp8_weights_plan_the_cuda_fp8_gemvs_at_every_position():
-    """The CUDA C FP8 GEMVs, of which the row's fp8_stream weights (gate/up, down_proj) streamed."""
+    """The CUDA C FP8 GEMVs, of which the row's fp8_stream weights (o_proj, gate/up, down_proj) streamed; QKV
+    releases the attention and o_proj gate/up right after their PDL waits."""
     plan = plan_for("h200", "qwen2.5-coder-1.5b", weights="fp8")
     assert plan.gemv_mode == "cuda"
     for pos in (0, 1024):
         p = plan.at(pos)
         assert p.gemv_kind == "cuda"
         assert [getattr(p, s).kernel for s in ("qkv", "o_proj", "gate_up", "down", "lm_head", "lm_head_argmax")] == [
-            "fp8_cuda_rmsnorm_gemv", "fp8_cuda_gemv_residual", "fp8_stream_rmsnorm_gate_up_silu",
-            "fp8_stream_gemv_residual", "fp8_rmsnorm_gemv", "fp8_lm_head_argmax"]  # the LM head stays Triton
+            "fp8_cuda_rmsnorm_gemv", "fp8_stream_gemv_residual", "fp8_stream_rmsnorm_gate_up_silu",
+            "fp8_stream_gemv_residual", "fp8_rmsnorm_gemv", "fp8_lm_head_argmax"]  # an e4m3 head stays Triton
         assert kwargs(p.down)["l2_prefetch"] == Prefetch("next_bytes", 2 << 20)
+        assert kwargs(p.qkv)["early"] is True and kwargs(p.o_proj)["early"] is True
     assert (plan.at(0).attention_kind, plan.at(1024).attention_kind) == ("cuda", "triton")
     # the CUDA attention releases o_proj at its start (the row's fp8_attention_early): its CTAs load weights beside it
     assert kwargs(plan.at(0).attention)["early"] is True
@@ -302,7 +304,7 @@ def test_fp8_weights_plan_the_cuda_fp8_gemvs_at_every_position():
 def test_the_row_streams_the_fp8_weights_it_names_where_every_layer_allows():
     """Tuning.fp8_stream names the weights whose FP8 GEMVs are kernels.fp8_stream_gemv; only those the target
     allows in every layer (K a multiple of 128) up to the row's fp8_stream_max_k; the rest stay
-    kernels.fp8_cuda_gemv; the H200 row: gate/up and down (not the 3B's down: K = 11008)."""
+    kernels.fp8_cuda_gemv; the H200 row: o_proj, gate/up and down (not the 3B's down: K = 11008)."""
     cfg = model_config("qwen2.5-coder-1.5b")
     gpu = GPUS["h200"]
     row = replace(gpu.row, fp8_stream=("gate_up", "down"))
@@ -317,10 +319,10 @@ def test_the_row_streams_the_fp8_weights_it_names_where_every_layer_allows():
     assert [getattr(p, s).kernel for s in ("gate_up", "down")] == ["fp8_stream_rmsnorm_gate_up_silu",
                                                                    "fp8_cuda_gemv_residual"]
     default = choose(cfg, gpu.row, allowed, "auto", "auto").at(0)
-    assert [s for s in slots if getattr(default, s).kernel.startswith("fp8_stream")] == ["gate_up", "down"]
+    assert [s for s in slots if getattr(default, s).kernel.startswith("fp8_stream")] == ["o_proj", "gate_up", "down"]
     cfg_3b = model_config("qwen2.5-coder-3b")  # down_proj's K = 11008 > fp8_stream_max_k: not streamed
     p = choose(cfg_3b, gpu.row, replace(target(gpu, cfg_3b, "fp8"), fp8_stream=allowed.fp8_stream), "auto", "auto").at(0)
-    assert [s for s in slots if getattr(p, s).kernel.startswith("fp8_stream")] == ["gate_up"]
+    assert [s for s in slots if getattr(p, s).kernel.startswith("fp8_stream")] == ["o_proj", "gate_up"]
     generic_row = choose(cfg, GPUS["generic-hopper"].row, allowed, "auto", "auto")
     assert generic_row.gemv_mode == "triton"  # the generic row keeps the Triton FP8 kernels
 
