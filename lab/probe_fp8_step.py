@@ -3,14 +3,13 @@
     python -m lab.probe_fp8_step [--shapes a,b] [--context 512] [--variants "triton,cuda,cuda/e,cuda/n"]
 
 Variants: "triton" (the Triton FP8 GEMVs), "cuda" (kernels.fp8_cuda_gemv, this GPU's tuning row), then flags
-after "/": "a" the CUDA attention releases o_proj at its start (fp8_attention_early), "e" o_proj releases gate/up
-right after its PDL wait (the row's fp8_o_proj_early), "r" QKV releases the attention right after its PDL wait
-(fp8_qkv_early), "n" no
-down_proj L2 prefetch (fp8_down_l2_prefetch = 0), "s" the streamed FP8 GEMVs (kernels.fp8_stream_gemv) for all
-four weights, "q" / "o" / "g" / "d" each for QKV / o_proj / gate/up / down, "c" none (CUDA-core kernels only;
-the row's fp8_stream); set through FastRunner.use_tuning. Each variant: the
-step's CUDA graph captured with those kernels, replayed back to back (us per step, median of 3 rounds,
-variants alternating), random FP8 weights. Prints a table last.
+after "/" that set a knob on ("a" fp8_attention_early: the CUDA attention releases o_proj at its start; "e"
+fp8_o_proj_early: o_proj releases gate/up right after its PDL wait; "r" fp8_qkv_early: QKV releases the attention
+right after its PDL wait; the H200 row has all three on) or change the row ("n" no down_proj L2 prefetch,
+fp8_down_l2_prefetch = 0; "s" the streamed FP8 GEMVs (kernels.fp8_stream_gemv) for all four weights, "q" / "o" /
+"g" / "d" each for QKV / o_proj / gate/up / down, "c" none: CUDA-core kernels only; these replace the row's
+fp8_stream), set through FastRunner.use_tuning. Each variant: the step's CUDA graph captured with those kernels,
+replayed back to back (us per step, median of 3 rounds, variants alternating), random FP8 weights. Prints a table last.
 """
 import argparse
 import statistics
