@@ -53,8 +53,31 @@ INT8_MAX = 127
 CHUNK_ELEMENTS = 1 << 24  # rows quantized per pass stay below this many elements (bounded fp32 temporaries)
 
 
+class _Quantized:
+    """What an 8-bit weight (Fp8Weight, Int8Weight) offers beside its q, scale and offset (None: symmetric)."""
+
+    q: Tensor
+    scale: Tensor
+    offset: Tensor | None
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.q.shape
+
+    @property
+    def device(self) -> torch.device:
+        return self.q.device
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.q, self.scale, self.offset) if t is not None)
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> Tensor:
+        """offset + scale * q as a [N, K] tensor of `dtype` (computed in float32, then cast)."""
+        return dequantize(self.q, self.scale, self.offset).to(dtype)
+
+
 @dataclass
-class Fp8Weight:
+class Fp8Weight(_Quantized):
     """One linear layer's weight in FP8: q [N, K] e4m3 (row-major, contiguous), scale and offset [N, K/32]
     float32 (contiguous)."""
 
@@ -69,24 +92,9 @@ class Fp8Weight:
             assert t.dtype == torch.float32 and t.shape == groups and t.is_contiguous(), \
                 f"scale and offset must be contiguous {list(groups)} float32"
 
-    @property
-    def shape(self) -> torch.Size:
-        return self.q.shape
-
-    @property
-    def device(self) -> torch.device:
-        return self.q.device
-
-    def nbytes(self) -> int:
-        return self.q.numel() + 4 * (self.scale.numel() + self.offset.numel())
-
-    def dequantize(self, dtype: torch.dtype = torch.float32) -> Tensor:
-        """offset + scale * q as a [N, K] tensor of `dtype` (computed in float32, then cast)."""
-        return dequantize(self.q, self.scale, self.offset).to(dtype)
-
 
 @dataclass
-class Int8Weight:
+class Int8Weight(_Quantized):
     """The LM head in 8 bits: q [N, K] int8 (row-major, contiguous), scale [N, K/32] float16 (contiguous):
     w = scale * q per group of 32 columns. No offset (`offset` is None: the 8-bit GEMVs' symmetric case)."""
 
@@ -101,20 +109,6 @@ class Int8Weight:
         assert self.scale.dtype == torch.float16 and self.scale.shape == groups and self.scale.is_contiguous(), \
             f"scale must be contiguous {list(groups)} float16"
 
-    @property
-    def shape(self) -> torch.Size:
-        return self.q.shape
-
-    @property
-    def device(self) -> torch.device:
-        return self.q.device
-
-    def nbytes(self) -> int:
-        return self.q.numel() + 2 * self.scale.numel()
-
-    def dequantize(self, dtype: torch.dtype = torch.float32) -> Tensor:
-        """scale * q as a [N, K] tensor of `dtype` (computed in float32: exact, then cast)."""
-        return dequantize(self.q, self.scale, None).to(dtype)
 
 
 QUANTIZED = (Fp8Weight, Int8Weight)  # the weight types the 8-bit kernels read
