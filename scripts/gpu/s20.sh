@@ -5,15 +5,16 @@
 #   PART=2: the quality gate on the real model at $MODEL (fast path, FP8 and bf16 against float32; run after
 #           `bash scripts/gpu/model.sh join` with PYTHONPATH=/tmp/site), then inference.bench --weights fp8,bf16
 #           per shape (SHAPES), a table last.
-# Usage: OUT=... BUDGET=540 PART=1|2 [TESTS=0] [HEAD8=0] [SHAPES="a b"] [ROUNDS=2] bash scripts/gpu/s20.sh      logs: $OUT/s20/, logs.tgz
+# Usage: OUT=... BUDGET=540 PART=1|2 [TESTS=0] [HEAD8=0] [SHAPES="a b"] [ROUNDS=2] bash scripts/gpu/s20.sh      logs: $OUT/$NAME/, logs.tgz
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source scripts/gpu/lib.sh
-window s20
+NAME=${NAME:-s20}  # the log folder (scripts/gpu/s21.sh runs this script as s21)
+window "$NAME"
 SHAPES=${SHAPES:-qwen2.5-coder-1.5b llama-3.2-1b qwen2.5-coder-3b}
 if [ "${PART:-1}" = 1 ]; then
-  [ "${TESTS:-1}" = 1 ] && step tests 240 "${now[@]}" python3 -m pytest "${PYTEST[@]}" -m gpu tests/kernels/test_fp8_gemv.py \
-    tests/kernels/test_fp8_cuda_gemv.py tests/kernels/test_fp8_dequantize.py tests/inference/test_fp8_fast_path.py \
+  [ "${TESTS:-1}" = 1 ] && step tests 270 "${now[@]}" python3 -m pytest "${PYTEST[@]}" -m gpu tests/kernels/test_fp8_gemv.py \
+    tests/kernels/test_fp8_cuda_gemv.py tests/kernels/test_fp8_stream_gemv.py tests/kernels/test_fp8_dequantize.py tests/inference/test_fp8_fast_path.py \
     tests/inference/test_step_plan.py
   [ "${HEAD8:-1}" = 1 ] && step head8 120 "${now[@]}" python3 -m lab.probe_head8 --shapes "${SHAPES// /,}" --configs
   for r in $(seq "${ROUNDS:-2}"); do
@@ -32,7 +33,7 @@ else
       --ttft 128 --json "$LOG/bench-$s.json"
   done
 fi
-tar -czf "$OUT/logs.tgz" -C "$OUT" s20
+tar -czf "$OUT/logs.tgz" -C "$OUT" "$NAME"
 summary
 [ -f "$LOG/head8.log" ] && sed -n '/^| shape/,$p' "$LOG/head8.log"
 for f in "$LOG"/step-*.log; do [ -f "$f" ] && echo "$(basename "$f")" && grep -E "^\| [a-z]" "$f"; done

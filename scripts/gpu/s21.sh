@@ -1,40 +1,9 @@
 #!/usr/bin/env bash
 # Twenty-first session, one GPU, issue 24: FP8 scales and offsets in float16 (1.125 bytes a weight, were 1.25; run with
-# bench-results/h100-2026-11-27-session21/fp16-scales.patch applied: measured, not kept).
+# bench-results/h100-2026-11-27-session21/fp16-scales.patch applied: measured, not kept). scripts/gpu/s20.sh without
+# the LM head probe, logs in $OUT/s21/:
 #   PART=1: the FP8 kernel, fast-path and step-plan gpu tests, then the FP8 step before (.before: float32 scales and
 #           offsets) / now in turn (lab.probe_fp8_step, ROUNDS times).
-#   PART=2: the quality gate on the real model at $MODEL (fast path, FP8 and bf16 against float32; run after
-#           `bash scripts/gpu/model.sh join` with PYTHONPATH=/tmp/site), then inference.bench --weights fp8,bf16
-#           per shape (SHAPES), a table last.
-# Usage: OUT=... BUDGET=540 PART=1|2 [TESTS=0] [SHAPES="a b"] [ROUNDS=2] bash scripts/gpu/s21.sh      logs: $OUT/s21/, logs.tgz
-set -uo pipefail
-cd "$(dirname "$0")/../.."
-source scripts/gpu/lib.sh
-window s21
-SHAPES=${SHAPES:-qwen2.5-coder-1.5b llama-3.2-1b qwen2.5-coder-3b}
-if [ "${PART:-1}" = 1 ]; then
-  [ "${TESTS:-1}" = 1 ] && step tests 270 "${now[@]}" python3 -m pytest "${PYTEST[@]}" -m gpu tests/kernels/test_fp8_gemv.py \
-    tests/kernels/test_fp8_cuda_gemv.py tests/kernels/test_fp8_stream_gemv.py tests/kernels/test_fp8_dequantize.py \
-    tests/inference/test_fp8_fast_path.py tests/inference/test_step_plan.py
-  for r in $(seq "${ROUNDS:-2}"); do
-    step "step-before-$r" 90 "${before[@]}" python3 -m lab.probe_fp8_step --shapes "${SHAPES// /,}" --variants cuda
-    step "step-now-$r" 90 "${now[@]}" python3 -m lab.probe_fp8_step --shapes "${SHAPES// /,}" --variants cuda
-  done
-else
-  if [ -f "$MODEL" ]; then
-    for w in fp8 bf16; do
-      step "quality-$w" 100 "${now[@]}" python3 -m inference.quality --model "$MODEL" --device cuda --weights "$w" \
-        --tokens 2048 --window 512 --json "$LOG/quality-$w.json"
-    done
-  fi
-  for s in $SHAPES; do
-    step "bench-$s" 110 "${now[@]}" python3 -m inference.bench --shape "$s" --weights fp8,bf16 --tokens 256 \
-      --ttft 128 --json "$LOG/bench-$s.json"
-  done
-fi
-tar -czf "$OUT/logs.tgz" -C "$OUT" s21
-summary
-for f in "$LOG"/step-*.log; do [ -f "$f" ] && echo "$(basename "$f")" && grep -E "^\| [a-z]" "$f"; done
-for w in fp8 bf16; do [ -f "$LOG/quality-$w.log" ] && echo "quality-$w" && tail -3 "$LOG/quality-$w.log"; done
-for f in "$LOG"/bench-*.log; do [ -f "$f" ] && grep -E "^\| (fp8|bfloat16) |speed-up" "$f"; done
-true
+#   PART=2: the quality gate on the real model at $MODEL, then inference.bench --weights fp8,bf16 per shape.
+# Usage: OUT=... BUDGET=540 PART=1|2 [TESTS=0] [SHAPES="a b"] [ROUNDS=2] bash scripts/gpu/s21.sh
+NAME=s21 HEAD8=0 exec bash "$(dirname "$0")/s20.sh"
