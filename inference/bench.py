@@ -2,7 +2,7 @@
 
     python -m inference.bench --shape qwen2.5-coder-1.5b [--context 512] [--tokens 512]
         [--contexts 4096,16384] [--ttft 128,1024,4096] [--vs hf] [--json FILE] [--model DIR]
-    python -m inference.bench --workload edit --model DIR [--tokens 256]   (speculation off and on)
+    python -m inference.bench --workload edit --model DIR [--tokens 256] [--weights fp8]   (speculation off and on)
     python -m inference.bench --workload verify --shape qwen2.5-coder-1.5b  (verify step vs one-token step)
         [--attention auto|cuda|triton] [--gemv auto|overlap|triton|mma] [--tuning auto|generic|ROW]
         [--weights bf16 | fp8 | fp8,bf16] [--tp N] [--tp-reduce auto|nccl|symm|flag|fused]
@@ -171,7 +171,8 @@ def main(argv=None) -> int:
     p.add_argument("--contexts", default="", help="extra contexts to report, e.g. 4096,16384")
     p.add_argument("--ttft", default="128,1024,4096", help="prompt lengths for TTFT")
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--weights", default="bf16", help="weight formats to measure, comma-separated: bf16, fp8")
+    p.add_argument("--weights", default=None, help="weight formats to measure, comma-separated: bf16 (the default), "
+                   "fp8; one for --workload edit (default: the device's dtype) and verify")
     p.add_argument("--vs", choices=["hf"], default=None)
     p.add_argument("--no-pdl", action="store_true", help="disable programmatic dependent launch")
     add_kernel_args(p)
@@ -197,6 +198,13 @@ def main(argv=None) -> int:
         families = [f for f in args.families.split(",") if f]
         if not families or set(families) - set(GEMVS):
             p.error(f"--families takes a comma-separated list of {', '.join(GEMVS)}, not {args.families!r}")
+    formats = [w for w in (args.weights or "bf16").split(",") if w]
+    if not formats or any(w not in WEIGHTS for w in formats):
+        p.error(f"--weights takes a comma-separated list of {', '.join(WEIGHTS)}, not {args.weights!r}")
+    if args.workload != "decode" and len(formats) != 1:
+        p.error(f"--workload {args.workload} takes one weight format, not {args.weights!r}")
+    if args.workload == "verify" and formats == ["fp8"]:
+        p.error("--workload verify: FP8 weights do not speculate (the verify step's kernels take 16-bit weights)")
     if args.workload == "edit":
         from .speculative import DraftConfig
 
@@ -204,10 +212,7 @@ def main(argv=None) -> int:
             draft = DraftConfig.parse(args.draft)
         except ValueError as e:
             p.error(f"--draft: {e}")
-        return _edit(args, draft)
-    formats = [w for w in args.weights.split(",") if w]
-    if not formats or any(w not in WEIGHTS for w in formats):
-        p.error(f"--weights takes a comma-separated list of {', '.join(WEIGHTS)}, not {args.weights!r}")
+        return _edit(args, draft, args.weights)
     kernels = kernel_choice(args)
     if not torch.cuda.is_available():
         print("error: inference.bench needs a CUDA GPU", file=sys.stderr)
@@ -303,9 +308,9 @@ def main(argv=None) -> int:
     return 0
 
 
-def _edit(args, draft) -> int:
+def _edit(args, draft, weights: str | None) -> int:
     """--workload edit: inference.speculative.bench on a real model (--model), speculation off and on, the drafter's
-    settings `draft` (a DraftConfig)."""
+    settings `draft` (a DraftConfig), the weight format `weights` (fp8 does not speculate: "on" runs plain steps)."""
     from .engine import Engine
     from .speculative.bench import edit_main
 
@@ -315,9 +320,11 @@ def _edit(args, draft) -> int:
         return 2
     device = "cuda" if torch.cuda.is_available() else "cpu"
     kernels = kernel_choice(args) if device == "cuda" else {}
-    engine = Engine.from_pretrained(args.model, device=device, max_context=4096, **kernels)
+    engine = Engine.from_pretrained(args.model, device=device, max_context=4096, weights=weights, **kernels)
     engine.draft_config = draft
     print(f"loaded: {engine.info}; drafter: {draft}", file=sys.stderr)
+    if weights == "fp8":
+        print("FP8 weights do not speculate: the 'on' runs decode plain steps (compare with bf16's)", file=sys.stderr)
     result = edit_main(args, engine)
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=2, default=str))
