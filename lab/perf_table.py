@@ -85,16 +85,24 @@ def _order(item) -> tuple:
 def main(argv=None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not Path(args[0]).is_dir():
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        print(f"usage: {__doc__.strip().splitlines()[2].strip()}\nerror: DIR must be a folder of inference.bench "
+              f"JSON files, not {args[0] if args else 'nothing'!r}", file=sys.stderr)
         return 2
     d = Path(args[0])
-    benches = {p.stem.removeprefix("bench-"): json.loads(p.read_text()) for p in d.glob("bench-*.json")}
+
+    def read(path: Path) -> dict:
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"error: {path}: not an inference.bench JSON file ({e})") from None
+
+    benches = {p.stem.removeprefix("bench-"): read(p) for p in d.glob("bench-*.json")}
     benches = dict(sorted(benches.items(), key=_order))
     lines = decode_table(benches) + [""] + ratio_lines(benches) if benches else []
     if (d / "edit.json").exists():
-        lines += ["", *edit_table(json.loads((d / "edit.json").read_text()))]
+        lines += ["", *edit_table(read(d / "edit.json"))]
     if (d / "verify.json").exists():
-        lines += ["", *verify_lines(json.loads((d / "verify.json").read_text()))]
+        lines += ["", *verify_lines(read(d / "verify.json"))]
     print("\n".join(lines) if lines else f"no bench JSON files in {d}")
     return 0 if lines else 1
 

@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from lab import perf_table
 
 
@@ -44,3 +46,11 @@ def test_the_edit_workload_and_verify_step(tmp_path, capsys):
 def test_an_empty_folder_says_so(tmp_path, capsys):
     assert perf_table.main([str(tmp_path)]) == 1
     assert "no bench JSON files" in capsys.readouterr().out
+
+
+def test_a_missing_folder_or_a_broken_file_is_one_clear_error(tmp_path, capsys):
+    assert perf_table.main([str(tmp_path / "nowhere")]) == 2
+    assert "DIR must be a folder of inference.bench JSON files" in capsys.readouterr().err
+    (tmp_path / "bench-x.json").write_text("{not json")
+    with pytest.raises(SystemExit, match="bench-x.json: not an inference.bench JSON file"):
+        perf_table.main([str(tmp_path)])
